@@ -1,0 +1,3 @@
+"""poolguard: deletion-cost admission webhooks and tools for GPU node pools."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,70 @@
+"""Predict and judge a scale in one call, with the smallest replica count that is safe now."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .cluster import ClusterView
+from .policy import Policy
+from .prediction import ScalePrediction, predict_scale
+from .verdict import Verdict, evaluate, placement, worst_case_victims
+
+
+@dataclass
+class Assessment:
+    prediction: ScalePrediction
+    verdict: Verdict
+
+
+def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
+                 to_replicas: int, now_ns: int | None) -> Assessment:
+    """Predict the victims of scaling `workload` to `to_replicas` and judge them."""
+    prediction = predict_scale(view, workload, to_replicas, now_ns)
+    verdict = evaluate(policy, prediction, view.node)
+    if verdict.violations:
+        verdict.safe_replicas = smallest_safe_replicas(view, policy, workload, prediction, now_ns)
+        fix = _fix_text(prediction, verdict.safe_replicas)
+        for violation in verdict.violations:
+            violation.message = f"{violation.message}; fix: {fix}"
+    return Assessment(prediction, verdict)
+
+
+def removes_protected(view: ClusterView, policy: Policy, prediction: ScalePrediction) -> bool:
+    """True when the worst case of `prediction` deletes a pod on a protected pool."""
+    def protected(pod: Any) -> bool:
+        return placement(policy, view.node, pod).protected
+    return any(protected(p) for p in worst_case_victims(prediction, protected))
+
+
+def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
+                           prediction: ScalePrediction, now_ns: int | None) -> int | None:
+    """The lowest count in [to, current] whose scale-down removes no protected pod.
+
+    Fewer replicas never spare a pod that more replicas delete (victims of a smaller
+    target extend those of a larger one), so a binary search finds the boundary.
+    """
+    high = len(prediction.victims) + len(prediction.survivors)
+    low = prediction.to_replicas
+    if low >= high:
+        return None
+    if removes_protected(view, policy, predict_scale(view, workload, high, now_ns)):
+        return None
+    while high - low > 1:
+        middle = (low + high) // 2
+        if removes_protected(view, policy, predict_scale(view, workload, middle, now_ns)):
+            low = middle
+        else:
+            high = middle
+    return high
+
+
+def _fix_text(prediction: ScalePrediction, safe: int | None) -> str:
+    options = []
+    if safe is not None and safe < prediction.from_replicas:
+        options.append(f"scale to {safe} replicas or more for now (the smallest count that "
+                       "removes no protected-pool pod)")
+    options.append("give the pods outside protected pools a lower deletion cost than the "
+                   "protected ones, then retry")
+    return "; or ".join(options)

@@ -1,0 +1,93 @@
+"""The read-only cluster view the core predicts from, and an in-memory snapshot of it.
+
+Two implementations share this interface: `Snapshot` (a list of objects, e.g. from
+a state file) and the watch-fed cache in `webhook.live`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from .kube import labels_of, name_of, namespace_of
+
+WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet")
+KIND_ALIASES = {
+    "deployment": "Deployment", "deployments": "Deployment", "deploy": "Deployment",
+    "replicaset": "ReplicaSet", "replicasets": "ReplicaSet", "rs": "ReplicaSet",
+    "statefulset": "StatefulSet", "statefulsets": "StatefulSet", "sts": "StatefulSet",
+}
+
+
+def canonical_kind(kind: str) -> str | None:
+    """`Deployment`, `ReplicaSet` or `StatefulSet` for any accepted spelling, else None."""
+    return KIND_ALIASES.get(kind.lower())
+
+
+class ClusterView(Protocol):
+    """What the core reads. Implementations must not block on the network."""
+
+    def pods(self, namespace: str) -> Sequence[Mapping[str, Any]]: ...
+
+    def replicasets(self, namespace: str) -> Sequence[Mapping[str, Any]]: ...
+
+    def node(self, name: str) -> Mapping[str, Any] | None: ...
+
+    def namespace_labels(self, name: str) -> Mapping[str, str]: ...
+
+    def workload(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None: ...
+
+
+class Snapshot:
+    """A ClusterView over a fixed set of objects."""
+
+    def __init__(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        self._pods: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+        self._replicasets: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+        self._nodes: dict[str, Mapping[str, Any]] = {}
+        self._namespaces: dict[str, Mapping[str, str]] = {}
+        self._workloads: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+        self.counts: dict[str, int] = defaultdict(int)
+        for obj in objects:
+            self.add(obj)
+
+    def add(self, obj: Mapping[str, Any]) -> None:
+        """Index one object by its kind; kinds the core does not read are counted only."""
+        kind = obj.get("kind") or ""
+        self.counts[kind] += 1
+        if kind == "Pod":
+            self._pods[namespace_of(obj)].append(obj)
+        elif kind == "Node":
+            self._nodes[name_of(obj)] = obj
+        elif kind == "Namespace":
+            self._namespaces[name_of(obj)] = labels_of(obj)
+        if kind == "ReplicaSet":
+            self._replicasets[namespace_of(obj)].append(obj)
+        if kind in WORKLOAD_KINDS:
+            self._workloads[(kind, namespace_of(obj), name_of(obj))] = obj
+
+    def pods(self, namespace: str) -> Sequence[Mapping[str, Any]]:
+        return self._pods.get(namespace, [])
+
+    def all_pods(self) -> list[Mapping[str, Any]]:
+        return [pod for pods in self._pods.values() for pod in pods]
+
+    def replicasets(self, namespace: str) -> Sequence[Mapping[str, Any]]:
+        return self._replicasets.get(namespace, [])
+
+    def node(self, name: str) -> Mapping[str, Any] | None:
+        return self._nodes.get(name)
+
+    def nodes(self) -> list[Mapping[str, Any]]:
+        return list(self._nodes.values())
+
+    def namespace_labels(self, name: str) -> Mapping[str, str]:
+        # A namespace missing from the snapshot has no labels (DESIGN 3).
+        return self._namespaces.get(name, {})
+
+    def workload(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self._workloads.get((kind, namespace, name))
+
+    def workloads(self) -> list[Mapping[str, Any]]:
+        return list(self._workloads.values())

@@ -1,0 +1,400 @@
+"""Victim prediction for a scale-down of a Deployment, ReplicaSet or StatefulSet.
+
+Deployments: pkg/controller/deployment/sync.go (`scale`) and util/deployment_util.go.
+StatefulSets: pkg/controller/statefulset/stateful_set_control.go.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .cluster import ClusterView
+from .kube import (
+    annotations_of,
+    controller_ref,
+    labels_of,
+    meta,
+    name_of,
+    namespace_of,
+    parse_time_ns,
+    replicas_of,
+    spec_of,
+    status_of,
+    uid_of,
+)
+from .ranking import (
+    BURST_REPLICAS,
+    RankedPod,
+    TieGroup,
+    is_pod_active,
+    predict_deletions,
+    ranked_pod,
+)
+from .selectors import workload_selector_matches
+
+MAX_REPLICAS_ANNOTATION = "deployment.kubernetes.io/max-replicas"
+DESIRED_REPLICAS_ANNOTATION = "deployment.kubernetes.io/desired-replicas"
+POD_TEMPLATE_HASH_LABEL = "pod-template-hash"
+_STATEFUL_POD_NAME = re.compile(r"^(.*)-([0-9]+)$")
+_DEFAULT_SURGE = "25%"
+
+
+@dataclass
+class ScalePrediction:
+    """What the controllers will delete when a workload goes to `to_replicas`."""
+
+    kind: str
+    namespace: str
+    name: str
+    from_replicas: int
+    to_replicas: int
+    victims: list[RankedPod] = field(default_factory=list)
+    survivors: list[RankedPod] = field(default_factory=list)
+    tie_groups: list[TieGroup] = field(default_factory=list)
+    order: list[RankedPod] | None = None
+    replica_set_targets: dict[str, tuple[int, int]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def is_scale_down(self) -> bool:
+        return bool(self.victims)
+
+    @property
+    def possible_victims(self) -> list[RankedPod]:
+        """Survivors that might be removed instead of a predicted victim."""
+        victims = {id(p) for p in self.victims}
+        return [p for g in self.tie_groups for p in g.members if id(p) not in victims]
+
+
+def predict_scale(
+    view: ClusterView,
+    workload: Mapping[str, Any],
+    to_replicas: int,
+    now_ns: int | None,
+    burst: int = BURST_REPLICAS,
+) -> ScalePrediction:
+    """Predict the victims of setting `workload`'s replicas to `to_replicas`."""
+    if to_replicas < 0:
+        raise ValueError(f"replicas must be 0 or more, got {to_replicas}")
+    kind = workload.get("kind")
+    if kind == "ReplicaSet":
+        return _predict_replicaset(view, workload, to_replicas, now_ns, burst)
+    if kind == "Deployment":
+        return _predict_deployment(view, workload, to_replicas, now_ns, burst)
+    if kind == "StatefulSet":
+        return _predict_statefulset(view, workload, to_replicas)
+    raise ValueError(f"cannot predict a scale of kind {kind!r}")
+
+
+def _empty_prediction(workload: Mapping[str, Any], to_replicas: int) -> ScalePrediction:
+    return ScalePrediction(
+        kind=workload.get("kind") or "",
+        namespace=namespace_of(workload),
+        name=name_of(workload),
+        from_replicas=replicas_of(workload),
+        to_replicas=to_replicas,
+    )
+
+
+# --- ownership -------------------------------------------------------------------------
+
+
+def _is_controlled_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
+    """Controller reference points at `owner` (by UID when both have one, else by name)."""
+    ref = controller_ref(obj)
+    if ref is None:
+        return False
+    if ref.get("uid") and uid_of(owner):
+        return ref["uid"] == uid_of(owner)
+    return ref.get("kind") == owner.get("kind") and ref.get("name") == name_of(owner)
+
+
+def owned_objects(candidates: Sequence[Mapping[str, Any]],
+                  owner: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Objects the owner's controller claims: controlled by it, or orphans it would adopt.
+
+    Mirrors ClaimPods/ClaimReplicaSets: either way the labels must match the selector.
+    """
+    selector = spec_of(owner).get("selector")
+    owned = []
+    for obj in candidates:
+        if not workload_selector_matches(selector, labels_of(obj)):
+            continue
+        if _is_controlled_by(obj, owner) or (
+            controller_ref(obj) is None and not meta(obj).get("deletionTimestamp")
+        ):
+            owned.append(obj)
+    return owned
+
+
+def related_pods(view: ClusterView, replicaset: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Pods matched by every ReplicaSet sharing this one's controller (getIndirectlyRelatedPods)."""
+    ref = controller_ref(replicaset)
+    if ref is None:
+        return []
+    namespace = namespace_of(replicaset)
+    siblings = [rs for rs in view.replicasets(namespace) if _same_controller(rs, ref)]
+    return _pods_matching_any(view.pods(namespace), siblings)
+
+
+def _same_controller(obj: Mapping[str, Any], ref: Mapping[str, Any]) -> bool:
+    other = controller_ref(obj)
+    if other is None:
+        return False
+    if other.get("uid") and ref.get("uid"):
+        return other["uid"] == ref["uid"]
+    return other.get("kind") == ref.get("kind") and other.get("name") == ref.get("name")
+
+
+def _pods_matching_any(pods: Sequence[Mapping[str, Any]],
+                       replicasets: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    selectors = [spec_of(rs).get("selector") for rs in replicasets]
+    return [
+        pod for pod in pods
+        if any(workload_selector_matches(sel, labels_of(pod)) for sel in selectors)
+    ]
+
+
+# --- ReplicaSet ------------------------------------------------------------------------
+
+
+def _predict_replicaset(view: ClusterView, rs: Mapping[str, Any], to_replicas: int,
+                        now_ns: int | None, burst: int) -> ScalePrediction:
+    prediction = _empty_prediction(rs, to_replicas)
+    pods = owned_objects(view.pods(namespace_of(rs)), rs)
+    deletion = predict_deletions(pods, related_pods(view, rs), to_replicas, now_ns, burst)
+    _tag_replicaset(deletion.order, name_of(rs))
+    prediction.victims = deletion.victims
+    prediction.survivors = deletion.order[len(deletion.victims):]
+    prediction.tie_groups = deletion.tie_groups
+    prediction.order = deletion.order
+    if controller_ref(rs) is not None:
+        prediction.notes.append(
+            f"ReplicaSet {name_of(rs)} is managed by {controller_ref(rs).get('kind')} "
+            f"{controller_ref(rs).get('name')}, which will undo a direct scale"
+        )
+    return prediction
+
+
+def _tag_replicaset(pods: list[RankedPod], replicaset: str) -> None:
+    for pod in pods:
+        pod.replica_set = replicaset
+
+
+# --- Deployment ------------------------------------------------------------------------
+
+
+def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_replicas: int,
+                        now_ns: int | None, burst: int) -> ScalePrediction:
+    prediction = _empty_prediction(deployment, to_replicas)
+    namespace = namespace_of(deployment)
+    replicasets = owned_objects(view.replicasets(namespace), deployment)
+    targets = replicaset_targets(deployment, replicasets, to_replicas, prediction.notes)
+    all_pods = _pods_matching_any(view.pods(namespace), replicasets)
+    for rs in _by_creation(replicasets):
+        rs_name = name_of(rs)
+        current = replicas_of(rs, default=0)
+        target = targets.get(rs_name, current)
+        prediction.replica_set_targets[rs_name] = (current, target)
+        deletion = predict_deletions(owned_objects(all_pods, rs), all_pods, target, now_ns, burst)
+        _tag_replicaset(deletion.order, rs_name)
+        prediction.victims.extend(deletion.victims)
+        prediction.survivors.extend(deletion.order[len(deletion.victims):])
+        prediction.tie_groups.extend(deletion.tie_groups)
+    return prediction
+
+
+def replicaset_targets(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[str, Any]],
+                       to_replicas: int, notes: list[str] | None = None) -> dict[str, int]:
+    """New spec.replicas per ReplicaSet after the Deployment controller's `scale()`."""
+    notes = notes if notes is not None else []
+    scaled = copy.deepcopy(dict(deployment))
+    scaled.setdefault("spec", {})["replicas"] = to_replicas
+    new_rs = find_new_replicaset(scaled, replicasets)
+    old = [rs for rs in replicasets if rs is not new_rs]
+    active = [rs for rs in replicasets if replicas_of(rs, default=0) > 0]
+    if not active:
+        latest = new_rs or (_by_creation(old)[-1] if old else None)
+        return {name_of(latest): to_replicas} if latest else {}
+    if len(active) == 1:
+        return {name_of(active[0]): to_replicas}
+    if _is_saturated(scaled, new_rs):
+        return {name_of(rs): 0 for rs in old if replicas_of(rs, default=0) > 0}
+    if not _is_rolling_update(scaled):
+        notes.append("a Recreate rollout is in progress: the rollout, not this scale, "
+                     "decides which pods go")
+        return {}
+    notes.append(f"a rollout is in progress over {len(active)} ReplicaSets: the change is "
+                 "split between them in proportion to their size")
+    return _proportional_targets(scaled, active)
+
+
+def _proportional_targets(deployment: Mapping[str, Any],
+                          active: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    replicas = replicas_of(deployment)
+    allowed = replicas + max_surge(deployment) if replicas > 0 else 0
+    to_add = allowed - sum(replicas_of(rs, default=0) for rs in active)
+    if to_add > 0:  # larger first; newer first among equals
+        ordered = sorted(_by_creation(active, newest_first=True),
+                         key=lambda rs: -replicas_of(rs, default=0))
+    else:  # larger first; older first among equals
+        ordered = sorted(_by_creation(active), key=lambda rs: -replicas_of(rs, default=0))
+    sizes: dict[str, int] = {}
+    added = 0
+    for rs in ordered:
+        current = replicas_of(rs, default=0)
+        proportion = _proportion(rs, deployment, to_add, added) if to_add else 0
+        sizes[name_of(rs)] = current + proportion
+        added += proportion
+    if ordered and to_add:
+        first = name_of(ordered[0])
+        sizes[first] = max(sizes[first] + to_add - added, 0)
+    return sizes
+
+
+def _proportion(rs: Mapping[str, Any], deployment: Mapping[str, Any], to_add: int,
+                added: int) -> int:
+    """GetReplicaSetProportion."""
+    current = replicas_of(rs, default=0)
+    if current == 0 or to_add == 0 or to_add == added:
+        return 0
+    allowed = to_add - added
+    fraction = _fraction(rs, deployment, allowed)
+    return min(fraction, allowed) if to_add > 0 else max(fraction, allowed)
+
+
+def _fraction(rs: Mapping[str, Any], deployment: Mapping[str, Any], allowed: int) -> int:
+    """getReplicaSetFraction, rounding half away from zero like Go's math.Round."""
+    current = replicas_of(rs, default=0)
+    replicas = replicas_of(deployment)
+    if replicas == 0:
+        return -current
+    max_replicas = replicas + max_surge(deployment)
+    annotated = _max_replicas_annotation(rs)
+    if annotated is None:
+        annotated = int(status_of(deployment).get("replicas") or 0)
+    if annotated == 0:
+        # Go divides by zero here (an infinite fraction); the min/max bound then wins.
+        return allowed
+    return round_half_away(current * max_replicas / annotated) - current
+
+
+def round_half_away(value: float) -> int:
+    """Round to nearest, halves away from zero (Go's math.Round), unlike Python's round()."""
+    return math.floor(abs(value) + 0.5) * (1 if value >= 0 else -1)
+
+
+def _max_replicas_annotation(rs: Mapping[str, Any]) -> int | None:
+    value = annotations_of(rs).get(MAX_REPLICAS_ANNOTATION)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _is_rolling_update(deployment: Mapping[str, Any]) -> bool:
+    strategy = spec_of(deployment).get("strategy") or {}
+    return strategy.get("type", "RollingUpdate") == "RollingUpdate"
+
+
+def max_surge(deployment: Mapping[str, Any]) -> int:
+    """MaxSurge: maxSurge resolved against spec.replicas, percentages rounded up."""
+    if not _is_rolling_update(deployment):
+        return 0
+    rolling = (spec_of(deployment).get("strategy") or {}).get("rollingUpdate") or {}
+    replicas = replicas_of(deployment)
+    surge = scaled_int_or_percent(rolling.get("maxSurge", _DEFAULT_SURGE), replicas, True)
+    unavailable = scaled_int_or_percent(rolling.get("maxUnavailable", _DEFAULT_SURGE),
+                                        replicas, False)
+    if surge == 0 and unavailable == 0:
+        return 0  # ResolveFenceposts then sets maxUnavailable to 1; surge stays 0
+    return surge
+
+
+def scaled_int_or_percent(value: int | str | None, total: int, round_up: bool) -> int:
+    """intstr.GetScaledValueFromIntOrPercent."""
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value
+    text = str(value)
+    if text.endswith("%"):
+        percent = int(text[:-1])
+        scaled = percent * total / 100
+        return math.ceil(scaled) if round_up else math.floor(scaled)
+    return int(text)
+
+
+def find_new_replicaset(deployment: Mapping[str, Any],
+                        replicasets: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """FindNewReplicaSet: the oldest ReplicaSet whose template equals the Deployment's."""
+    template = _template_without_hash(spec_of(deployment).get("template"))
+    for rs in _by_creation(replicasets):
+        if _template_without_hash(spec_of(rs).get("template")) == template:
+            return rs
+    return None
+
+
+def _template_without_hash(template: Mapping[str, Any] | None) -> Any:
+    template = copy.deepcopy(dict(template or {}))
+    labels = (template.get("metadata") or {}).get("labels")
+    if labels:
+        labels.pop(POD_TEMPLATE_HASH_LABEL, None)
+    return template
+
+
+def _is_saturated(deployment: Mapping[str, Any], rs: Mapping[str, Any] | None) -> bool:
+    if rs is None:
+        return False
+    try:
+        desired = int(annotations_of(rs).get(DESIRED_REPLICAS_ANNOTATION, ""))
+    except ValueError:
+        return False
+    replicas = replicas_of(deployment)
+    return (replicas_of(rs, default=0) == replicas and desired == replicas
+            and int(status_of(rs).get("availableReplicas") or 0) == replicas)
+
+
+def _by_creation(objects: Sequence[Mapping[str, Any]],
+                 newest_first: bool = False) -> list[Mapping[str, Any]]:
+    """ReplicaSetsByCreationTimestamp: oldest first, name breaks ties."""
+    ordered = sorted(objects, key=lambda o: (parse_time_ns(meta(o).get("creationTimestamp")) or 0,
+                                             name_of(o)))
+    return ordered[::-1] if newest_first else ordered
+
+
+# --- StatefulSet -----------------------------------------------------------------------
+
+
+def _predict_statefulset(view: ClusterView, sts: Mapping[str, Any],
+                         to_replicas: int) -> ScalePrediction:
+    prediction = _empty_prediction(sts, to_replicas)
+    start = int((spec_of(sts).get("ordinals") or {}).get("start") or 0)
+    members: list[tuple[int, RankedPod]] = []
+    for pod in view.pods(namespace_of(sts)):
+        ordinal = stateful_ordinal(name_of(pod), name_of(sts))
+        if ordinal is not None and is_pod_active(pod) and _is_controlled_by(pod, sts):
+            members.append((ordinal, ranked_pod(pod, 0)))
+    members.sort(key=lambda item: -item[0])
+    in_range = range(start, start + to_replicas)
+    prediction.victims = [pod for ordinal, pod in members if ordinal not in in_range]
+    prediction.survivors = [pod for ordinal, pod in members if ordinal in in_range]
+    prediction.order = [pod for _, pod in members]
+    ordered_ready = (spec_of(sts).get("podManagementPolicy") or "OrderedReady") == "OrderedReady"
+    if ordered_ready and len(prediction.victims) > 1:
+        prediction.notes.append("OrderedReady: pods are deleted one at a time, "
+                                    "highest ordinal first")
+    return prediction
+
+
+def stateful_ordinal(pod_name: str, set_name: str) -> int | None:
+    """The ordinal of a StatefulSet pod name, or None when it is not one of `set_name`'s."""
+    match = _STATEFUL_POD_NAME.match(pod_name)
+    if not match or match.group(1) != set_name:
+        return None
+    return int(match.group(2))

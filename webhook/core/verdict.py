@@ -1,0 +1,152 @@
+"""Judging a predicted scale-down against the pool policy, on the worst case."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .deletion_cost import cost_set_by_hand
+from .kube import annotations_of
+from .policy import Policy
+from .prediction import ScalePrediction
+from .ranking import RankedPod
+
+RULE_PROTECTED_LAST = "protectedLast"
+RULE_MIN_PROTECTED = "minProtectedReplicas"
+_MAX_NAMED = 5
+
+NodeLookup = Callable[[str], Mapping[str, Any] | None]
+
+
+@dataclass
+class Violation:
+    rule: str
+    message: str
+
+
+@dataclass
+class Verdict:
+    """The policy's answer: `allowed` already reflects the enforcement mode."""
+
+    allowed: bool
+    enforcement: str
+    violations: list[Violation] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    safe_replicas: int | None = None  # smallest count that removes no protected pod
+
+    @property
+    def compliant(self) -> bool:
+        return not self.violations
+
+
+@dataclass(frozen=True)
+class PodPlacement:
+    """Where a pod runs, in the policy's terms."""
+
+    node: str
+    pool: str | None
+    protected: bool
+
+
+def placement(policy: Policy, node_lookup: NodeLookup, pod: RankedPod) -> PodPlacement:
+    node = node_lookup(pod.node_name) if pod.node_name else None
+    pool = policy.pool_of_node(node)
+    return PodPlacement(pod.node_name, pool, bool(pod.node_name) and policy.is_protected(pool))
+
+
+def worst_case_victims(prediction: ScalePrediction,
+                       is_protected: Callable[[RankedPod], bool]) -> list[RankedPod]:
+    """Predicted victims, with each tie group's share taken from protected pods first."""
+    uncertain = {id(p) for g in prediction.tie_groups for p in g.members}
+    worst = [p for p in prediction.victims if id(p) not in uncertain]
+    for group in prediction.tie_groups:
+        protected_first = sorted(group.members, key=lambda p: not is_protected(p))
+        worst.extend(protected_first[: group.removed])
+    return worst
+
+
+def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLookup) -> Verdict:
+    """Judge `prediction`: violations name victims, rule and fix; enforcement sets `allowed`."""
+    rules = policy.scale_down
+    verdict = Verdict(allowed=True, enforcement=rules.enforcement,
+                      warnings=list(prediction.notes))
+    if not prediction.victims:
+        return verdict
+    places = {id(p): placement(policy, node_lookup, p)
+              for p in prediction.victims + prediction.survivors}
+
+    def protected(pod: RankedPod) -> bool:
+        return places[id(pod)].protected
+
+    worst = worst_case_victims(prediction, protected)
+    worst_ids = {id(p) for p in worst}
+    everyone = prediction.victims + prediction.survivors
+    survivors = [p for p in everyone if id(p) not in worst_ids]
+    lost_protected = [p for p in worst if protected(p)]
+    surviving_other = [p for p in survivors if not protected(p)]
+    certain = {id(p) for p in prediction.victims} == worst_ids
+
+    def describe(pod: RankedPod) -> str:
+        place = places[id(pod)]
+        return f"{pod.name} (node {place.node or '<none>'}, pool {place.pool or '<none>'})"
+
+    if rules.protected_last and lost_protected and surviving_other:
+        verb = "would delete" if certain else "may delete"
+        verdict.violations.append(Violation(RULE_PROTECTED_LAST, (
+            f"{verb} protected-pool pod{_s(lost_protected)} {_names(lost_protected, describe)} "
+            f"while {_names(surviving_other, describe)} outside protected pools "
+            f"survive{'s' if len(surviving_other) == 1 else ''}"
+        )))
+    protected_total = sum(1 for p in everyone if protected(p))
+    required = rules.required_protected(prediction.to_replicas)
+    remaining = protected_total - len(lost_protected)
+    if lost_protected and remaining < required:
+        verdict.violations.append(Violation(RULE_MIN_PROTECTED, (
+            f"leaves {remaining} pod{_s(range(remaining))} on protected pools "
+            f"({', '.join(policy.protected_pool_names) or 'none'}), "
+            f"{rules.min_protected_replicas} at {prediction.to_replicas} replicas requires "
+            f"{required}; it removes {_names(lost_protected, describe)}"
+        )))
+    elif remaining < required:
+        verdict.warnings.append(
+            f"only {remaining} pod{_s(range(remaining))} run on protected pools, fewer than the "
+            f"{required} that minProtectedReplicas asks for; this scale-down removes none of them"
+        )
+    if verdict.violations:
+        verdict.allowed = rules.enforcement != "enforce"
+        _add_cost_hint(verdict, lost_protected, surviving_other, describe)
+    return verdict
+
+
+def _add_cost_hint(verdict: Verdict, lost: list[RankedPod], kept: list[RankedPod],
+                   describe: Callable[[RankedPod], str]) -> None:
+    """Name the surviving pods whose cost does not put them ahead of the protected victims."""
+    if not lost or not kept:
+        return
+    cheapest_lost = min(p.deletion_cost for p in lost)
+    blocking = [p for p in kept if p.deletion_cost >= cheapest_lost]
+    by_hand = [p for p in blocking if cost_set_by_hand(annotations_of(p.pod))]
+    stale = [p for p in blocking if not cost_set_by_hand(annotations_of(p.pod))]
+    if by_hand:
+        verdict.warnings.append(
+            f"{_names(by_hand, describe)}: deletion cost set by hand (no poolguard marker), "
+            f"not below the protected victims' {cheapest_lost}; poolguard keeps such values: "
+            "lower or remove the annotation"
+        )
+    if stale:
+        verdict.warnings.append(
+            f"{_names(stale, describe)}: deletion cost not below the protected victims' "
+            f"{cheapest_lost}; run 'python -m webhook reconcile' or check that the mutating "
+            "webhook sets their cost"
+        )
+
+
+def _names(pods: list[RankedPod], describe: Callable[[RankedPod], str]) -> str:
+    shown = ", ".join(describe(p) for p in pods[:_MAX_NAMED])
+    extra = len(pods) - _MAX_NAMED
+    return shown + (f" and {extra} more" if extra > 0 else "")
+
+
+def _s(items: Any) -> str:
+    return "" if len(items) == 1 else "s"
