@@ -61,7 +61,7 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
         if prediction.kind == "StatefulSet":
             entry["reason"] = "ordinal outside the new range"
         elif pod.replica_set in first_survivor:
-            entry["reason"] = deciding_rule(pod, first_survivor[pod.replica_set], now_ns)
+            entry["reason"] = deciding_rule(pod, first_survivor[pod.replica_set])
         else:
             entry["reason"] = "every pod of its ReplicaSet goes"
         return entry

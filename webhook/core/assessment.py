@@ -40,16 +40,43 @@ def removes_protected(view: ClusterView, policy: Policy, prediction: ScalePredic
 
 def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
                            prediction: ScalePrediction, now_ns: int | None) -> int | None:
-    """The lowest count in [to, current] whose scale-down removes no protected pod.
+    """The lowest count in [to, current] whose scale-down removes no protected pod."""
+    def protected(pod: Any) -> bool:
+        return placement(policy, view.node, pod).protected
 
-    Fewer replicas never spare a pod that more replicas delete (victims of a smaller
-    target extend those of a larger one), so a binary search finds the boundary.
+    if prediction.prefix_order is not None:
+        order = prediction.prefix_order
+        safe = len(order) - _safe_prefix_length(order, protected, prediction.kind)
+        return safe if prediction.to_replicas < safe < len(order) else None
+    return _search_safe_replicas(view, policy, workload, prediction, now_ns)
+
+
+def _safe_prefix_length(order: list[Any], protected: Any, kind: str) -> int:
+    """How many pods from the front of `order` go before one could be protected.
+
+    A cut inside a group tied on rules 1-5 may take any member of the group, so the
+    safe prefix ends where the group of the first protected pod begins.
+    """
+    first = next((i for i, pod in enumerate(order) if protected(pod)), len(order))
+    if kind == "StatefulSet" or first == len(order):
+        return first  # ordinals leave no ties
+    key = order[first].key_rules_1_to_5
+    while first > 0 and order[first - 1].key_rules_1_to_5 == key:
+        first -= 1
+    return first
+
+
+def _search_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
+                          prediction: ScalePrediction, now_ns: int | None) -> int | None:
+    """Binary search over re-predictions, for rollouts and multi-sync scale-downs.
+
+    Fewer replicas never spare a pod that more replicas delete, so the boundary between
+    safe and unsafe counts is found in O(log n) predictions.
     """
     high = len(prediction.victims) + len(prediction.survivors)
     low = prediction.to_replicas
-    if low >= high:
-        return None
-    if removes_protected(view, policy, predict_scale(view, workload, high, now_ns)):
+    if low >= high or removes_protected(view, policy,
+                                        predict_scale(view, workload, high - 1, now_ns)):
         return None
     while high - low > 1:
         middle = (low + high) // 2

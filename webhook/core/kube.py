@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -57,6 +58,11 @@ def parse_time_ns(value: str | None) -> int | None:
     """An RFC 3339 timestamp as nanoseconds since the epoch; None for absent (Go's zero time)."""
     if not value:
         return None
+    return _parse_time_ns(value)
+
+
+@lru_cache(maxsize=1 << 16)  # pods share timestamps, and the webhook sees the same pods often
+def _parse_time_ns(value: str) -> int:
     parsed = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)

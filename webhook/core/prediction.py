@@ -59,6 +59,10 @@ class ScalePrediction:
     order: list[RankedPod] | None = None
     replica_set_targets: dict[str, tuple[int, int]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # One order whose every prefix is the victim set of a smaller target, when that holds
+    # (one ReplicaSet or StatefulSet shrinks; syncs replay identically up to a smaller
+    # cut); None during a rollout, where the split between ReplicaSets moves.
+    prefix_order: list[RankedPod] | None = None
 
     @property
     def is_scale_down(self) -> bool:
@@ -173,6 +177,7 @@ def _predict_replicaset(view: ClusterView, rs: Mapping[str, Any], to_replicas: i
     prediction.survivors = deletion.order[len(deletion.victims):]
     prediction.tie_groups = deletion.tie_groups
     prediction.order = deletion.order
+    prediction.prefix_order = deletion.order
     if controller_ref(rs) is not None:
         prediction.notes.append(
             f"ReplicaSet {name_of(rs)} is managed by {controller_ref(rs).get('kind')} "
@@ -196,6 +201,8 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
     replicasets = owned_objects(view.replicasets(namespace), deployment)
     targets = replicaset_targets(deployment, replicasets, to_replicas, prediction.notes)
     all_pods = _pods_matching_any(view.pods(namespace), replicasets)
+    shrinking = [name for name, size in targets.items()
+                 if size < replicas_of(_named(replicasets, name), default=0)]
     for rs in _by_creation(replicasets):
         rs_name = name_of(rs)
         current = replicas_of(rs, default=0)
@@ -206,7 +213,13 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
         prediction.victims.extend(deletion.victims)
         prediction.survivors.extend(deletion.order[len(deletion.victims):])
         prediction.tie_groups.extend(deletion.tie_groups)
+        if shrinking == [rs_name] and len(targets) == 1:
+            prediction.prefix_order = deletion.order
     return prediction
+
+
+def _named(objects: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any]:
+    return next(obj for obj in objects if name_of(obj) == name)
 
 
 def replicaset_targets(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[str, Any]],
@@ -385,6 +398,7 @@ def _predict_statefulset(view: ClusterView, sts: Mapping[str, Any],
     prediction.victims = [pod for ordinal, pod in members if ordinal not in in_range]
     prediction.survivors = [pod for ordinal, pod in members if ordinal in in_range]
     prediction.order = [pod for _, pod in members]
+    prediction.prefix_order = prediction.order
     ordered_ready = (spec_of(sts).get("podManagementPolicy") or "OrderedReady") == "OrderedReady"
     if ordered_ready and len(prediction.victims) > 1:
         prediction.notes.append("OrderedReady: pods are deleted one at a time, "

@@ -18,10 +18,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cmp_to_key
+from operator import attrgetter
 from typing import Any
 
 from .deletion_cost import deletion_cost_of
-from .kube import annotations_of, name_of, namespace_of, parse_time_ns, spec_of, status_of, uid_of
+from .kube import name_of, namespace_of, parse_time_ns, spec_of, status_of
 
 BURST_REPLICAS = 500  # pkg/controller/replicaset: BurstReplicas, deletions per sync
 _PHASE_ORDINAL = {"Pending": 0, "Unknown": 1, "Running": 2}
@@ -51,22 +52,22 @@ def is_pod_ready(pod: Mapping[str, Any]) -> bool:
 
 def max_restarts(pod: Mapping[str, Any]) -> tuple[int, int]:
     """(regular, sidecar) maximum restart counts, as controller.maxContainerRestarts."""
-    status = status_of(pod)
-    regular = max((int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or []),
-                  default=0)
+    status = pod.get("status") or {}
+    regular = 0
+    for container in status.get("containerStatuses") or ():
+        regular = max(regular, int(container.get("restartCount") or 0))
+    init_statuses = status.get("initContainerStatuses")
+    if not init_statuses:
+        return regular, 0
     sidecar_names = {
         c.get("name")
-        for c in spec_of(pod).get("initContainers") or []
+        for c in (pod.get("spec") or {}).get("initContainers") or ()
         if c.get("restartPolicy") == "Always"
     }
-    sidecar = max(
-        (
-            int(c.get("restartCount") or 0)
-            for c in status.get("initContainerStatuses") or []
-            if c.get("name") in sidecar_names
-        ),
-        default=0,
-    )
+    sidecar = 0
+    for container in init_statuses:
+        if container.get("name") in sidecar_names:
+            sidecar = max(sidecar, int(container.get("restartCount") or 0))
     return regular, sidecar
 
 
@@ -87,41 +88,58 @@ class RankedPod:
     restarts: int
     sidecar_restarts: int
     created_ns: int | None
+    ready_bucket: int = -1  # int(log2(now - ready time)), -1 when not positive
+    created_bucket: int = -1
+    bucket_now: int | None = None  # the clock the buckets were computed against
     replica_set: str = ""  # the owning ReplicaSet, filled in for Deployment predictions
+    key_rules_1_to_5: tuple[bool, int, bool, int, int] = (False, 0, False, 0, 0)
+    sort_key: tuple[Any, ...] = ()
 
-    @property
-    def key_rules_1_to_5(self) -> tuple[bool, int, bool, int, int]:
-        """Rules 1-5 as a sort key: smaller goes first."""
-        return (
-            bool(self.node_name),
-            self.phase_ordinal,
-            self.ready,
-            self.deletion_cost,
-            -self.rank,
-        )
+    def rekey(self, now_ns: int | None) -> None:
+        """Recompute the sort keys after a change of rank or clock."""
+        _refresh_buckets(self, now_ns)
+        # Rules 1-5 as a key, smaller first: unscheduled, phase, not ready, cost, more related.
+        self.key_rules_1_to_5 = (bool(self.node_name), self.phase_ordinal, self.ready,
+                                 self.deletion_cost, -self.rank)
+        self.sort_key = (self.key_rules_1_to_5, within_group_key(self))
 
 
-def ranked_pod(pod: Mapping[str, Any], rank: int) -> RankedPod:
-    """Read the comparator's facts from a pod dict."""
+def ranked_pod(pod: Mapping[str, Any], rank: int, now_ns: int | None = None) -> RankedPod:
+    """Read the comparator's facts from a pod dict (log buckets against `now_ns`)."""
+    metadata = pod.get("metadata") or {}
+    status = pod.get("status") or {}
     condition = ready_condition(pod)
     ready = condition is not None and condition.get("status") == "True"
     restarts, sidecar = max_restarts(pod)
-    metadata = pod.get("metadata") or {}
-    return RankedPod(
+    ready_ns = parse_time_ns(condition.get("lastTransitionTime")) if ready else None
+    created_ns = parse_time_ns(metadata.get("creationTimestamp"))
+    ranked = RankedPod(
         pod=pod,
-        name=name_of(pod),
-        namespace=namespace_of(pod),
-        uid=uid_of(pod).encode(),
-        node_name=spec_of(pod).get("nodeName") or "",
-        phase_ordinal=_PHASE_ORDINAL.get(status_of(pod).get("phase") or "", 0),
+        name=metadata.get("name") or "",
+        namespace=metadata.get("namespace") or "",
+        uid=(metadata.get("uid") or "").encode(),
+        node_name=(pod.get("spec") or {}).get("nodeName") or "",
+        phase_ordinal=_PHASE_ORDINAL.get(status.get("phase") or "", 0),
         ready=ready,
-        deletion_cost=deletion_cost_of(annotations_of(pod)),
+        deletion_cost=deletion_cost_of(metadata.get("annotations")),
         rank=rank,
-        ready_time_ns=parse_time_ns(condition.get("lastTransitionTime")) if ready else None,
+        ready_time_ns=ready_ns,
         restarts=restarts,
         sidecar_restarts=sidecar,
-        created_ns=parse_time_ns(metadata.get("creationTimestamp")),
+        created_ns=created_ns,
+        ready_bucket=log_bucket(ready_ns, now_ns),
+        created_bucket=log_bucket(created_ns, now_ns),
+        bucket_now=now_ns,
     )
+    ranked.rekey(now_ns)
+    return ranked
+
+
+def _refresh_buckets(pod: RankedPod, now_ns: int | None) -> None:
+    if pod.bucket_now != now_ns:
+        pod.ready_bucket = log_bucket(pod.ready_time_ns, now_ns)
+        pod.created_bucket = log_bucket(pod.created_ns, now_ns)
+        pod.bucket_now = now_ns
 
 
 def go_log2(value: float) -> float:
@@ -132,23 +150,25 @@ def go_log2(value: float) -> float:
     return math.log(fraction) * _LN2_INVERSE + exponent
 
 
-def _log_bucket(time_ns: int, now_ns: int) -> int:
+def log_bucket(time_ns: int | None, now_ns: int | None) -> int:
+    """int(log2(now - t)) in nanoseconds as logarithmicRankDiff computes it; -1 if not positive."""
+    if time_ns is None or now_ns is None:
+        return -1
     age = now_ns - time_ns
     return int(go_log2(float(age))) if age > 0 else -1
 
 
-def _compare_times(t_i: int | None, t_j: int | None, now_ns: int | None,
-                   uid_i: bytes, uid_j: bytes) -> int:
+def _compare_times(t_i: int | None, t_j: int | None, bucket_i: int, bucket_j: int,
+                   now_ns: int | None, uid_i: bytes, uid_j: bytes) -> int:
     """Rules 6 and 8 for unequal times: zero first, then log buckets, then UID."""
     if t_i is None or t_j is None or now_ns is None:
         # afterOrZero: the zero time goes first, else the later one.
         if t_i is None or t_j is None:
             return -1 if t_i is None else 1
         return -1 if t_i > t_j else 1
-    diff = _log_bucket(t_i, now_ns) - _log_bucket(t_j, now_ns)
-    if diff == 0:
+    if bucket_i == bucket_j:
         return -1 if uid_i < uid_j else 1
-    return -1 if diff < 0 else 1
+    return -1 if bucket_i < bucket_j else 1
 
 
 def compare_pods(a: RankedPod, b: RankedPod, now_ns: int | None) -> int:
@@ -166,14 +186,19 @@ def compare_pods(a: RankedPod, b: RankedPod, now_ns: int | None) -> int:
         return -1 if a.deletion_cost < b.deletion_cost else 1
     if a.rank != b.rank:
         return -1 if a.rank > b.rank else 1
+    if a.bucket_now != now_ns or b.bucket_now != now_ns:
+        _refresh_buckets(a, now_ns)
+        _refresh_buckets(b, now_ns)
     if a.ready and b.ready and a.ready_time_ns != b.ready_time_ns:
-        return _compare_times(a.ready_time_ns, b.ready_time_ns, now_ns, a.uid, b.uid)
+        return _compare_times(a.ready_time_ns, b.ready_time_ns, a.ready_bucket, b.ready_bucket,
+                              now_ns, a.uid, b.uid)
     if a.restarts != b.restarts:
         return -1 if a.restarts > b.restarts else 1
     if a.sidecar_restarts != b.sidecar_restarts:
         return -1 if a.sidecar_restarts > b.sidecar_restarts else 1
     if a.created_ns != b.created_ns:
-        return _compare_times(a.created_ns, b.created_ns, now_ns, a.uid, b.uid)
+        return _compare_times(a.created_ns, b.created_ns, a.created_bucket, b.created_bucket,
+                              now_ns, a.uid, b.uid)
     return 0
 
 
@@ -191,21 +216,44 @@ def rank_pods(
 ) -> list[RankedPod]:
     """Pods in the order the ReplicaSet controller deletes them (best prediction)."""
     per_node = related_pods_per_node(related_pods)
-    ranked = [ranked_pod(pod, per_node[spec_of(pod).get("nodeName") or ""]) for pod in pods]
+    ranked = [ranked_pod(pod, per_node[spec_of(pod).get("nodeName") or ""], now_ns)
+              for pod in pods]
     return sort_ranked(ranked, now_ns)
 
 
+def within_group_key(pod: RankedPod) -> tuple[Any, ...]:
+    """Rules 6-8 as a sort key, for pods already tied on rules 1-5.
+
+    Rules 6-8 are not a strict weak order, so no key reproduces them everywhere. This
+    one agrees with the comparator for pods that are not ready, and for ready pods whose
+    ready times differ (zero first, then log2 age bucket, then UID). Where the two can
+    disagree, the pods are tied on rules 1-5, which is what `TieGroup` reports.
+    """
+    if pod.bucket_now is None:  # no clock: afterOrZero, the later time first
+        ready_part: tuple[Any, ...] = (pod.ready_time_ns is not None, -(pod.ready_time_ns or 0))
+        created_part: tuple[Any, ...] = (pod.created_ns is not None, -(pod.created_ns or 0))
+    else:
+        ready_part = (pod.ready_time_ns is not None, pod.ready_bucket)
+        created_part = (pod.created_ns is not None, pod.created_bucket)
+    if pod.ready:
+        return (*ready_part, pod.uid)
+    return (-pod.restarts, -pod.sidecar_restarts, *created_part, pod.uid)
+
+
+_SORT_KEY = attrgetter("sort_key")
+
+
 def sort_ranked(ranked: list[RankedPod], now_ns: int | None) -> list[RankedPod]:
-    """Sort by rules 1-5 as a key, then each tie group by the full comparator."""
-    ranked.sort(key=lambda p: p.key_rules_1_to_5)
-    comparator = cmp_to_key(lambda a, b: compare_pods(a, b, now_ns))
-    start = 0
-    for end in range(1, len(ranked) + 1):
-        if end == len(ranked) or ranked[end].key_rules_1_to_5 != ranked[start].key_rules_1_to_5:
-            if end - start > 1:
-                ranked[start:end] = sorted(ranked[start:end], key=comparator)
-            start = end
-    return ranked
+    """Deletion order: rules 1-5 exactly, rules 6-8 through `within_group_key`."""
+    for pod in ranked:
+        if pod.bucket_now != now_ns:
+            pod.rekey(now_ns)
+    return sorted(ranked, key=_SORT_KEY)
+
+
+def sort_exactly(pods: list[RankedPod], now_ns: int | None) -> list[RankedPod]:
+    """Sort with the comparator itself, as Go's sort.Sort would call it."""
+    return sorted(pods, key=cmp_to_key(lambda a, b: compare_pods(a, b, now_ns)))
 
 
 @dataclass
@@ -231,8 +279,13 @@ class Deletion:
         return [p for g in self.tie_groups for p in g.members if id(p) not in victim_ids]
 
 
-def _tie_group_at_cut(ordered: list[RankedPod], cut: int) -> TieGroup | None:
-    """The pods sharing the rules 1-5 key across the cut, if the cut splits a group."""
+def _cut_tie_group(ordered: list[RankedPod], cut: int,
+                   now_ns: int | None) -> TieGroup | None:
+    """The pods sharing the rules 1-5 key across the cut, if the cut splits a group.
+
+    That group is re-sorted in place with the exact comparator, so the predicted
+    victims inside it are the ones the comparator itself would put first.
+    """
     if cut <= 0 or cut >= len(ordered):
         return None
     key = ordered[cut - 1].key_rules_1_to_5
@@ -244,6 +297,7 @@ def _tie_group_at_cut(ordered: list[RankedPod], cut: int) -> TieGroup | None:
     end = cut + 1
     while end < len(ordered) and ordered[end].key_rules_1_to_5 == key:
         end += 1
+    ordered[start:end] = sort_exactly(ordered[start:end], now_ns)
     return TieGroup(members=ordered[start:end], removed=cut - start)
 
 
@@ -258,36 +312,42 @@ def predict_deletions(
 
     `related_pods` are the pods matched by every ReplicaSet with the same controller
     (the rank basis). Deletions above `burst` are simulated sync by sync: each sync
-    re-ranks what is left, as the controller does after the previous batch is gone.
+    re-ranks what is left, as the controller does once the previous batch is gone
+    (a deleted pod is inactive, so it no longer counts towards its node's rank).
     """
-    remaining = [p for p in pods if is_pod_active(p)]
-    related = [p for p in related_pods if is_pod_active(p)]
+    per_node = related_pods_per_node(related_pods)
+    counted = {(namespace_of(p), name_of(p)) for p in related_pods if is_pod_active(p)}
+    remaining = [ranked_pod(pod, per_node[spec_of(pod).get("nodeName") or ""], now_ns)
+                 for pod in pods if is_pod_active(pod)]
     diff = len(remaining) - max(replicas, 0)
     victims: list[RankedPod] = []
     groups: list[TieGroup] = []
-    first_order: list[RankedPod] | None = None
     while True:
-        ordered = rank_pods(remaining, related, now_ns)
-        if first_order is None:
-            first_order = ordered
+        ordered = sort_ranked(remaining, now_ns)
         batch = min(diff, burst)
         if batch <= 0:
-            break
+            return Deletion(order=victims + ordered, victims=victims, tie_groups=groups)
         # getPodsToDelete sorts only when some pods survive the batch.
-        group = _tie_group_at_cut(ordered, batch) if batch < len(ordered) else None
+        group = _cut_tie_group(ordered, batch, now_ns) if batch < len(ordered) else None
         if group:
             groups.append(group)
         victims.extend(ordered[:batch])
-        gone = {(p.namespace, p.name) for p in ordered[:batch]}
-        remaining = [p.pod for p in ordered[batch:]]
-        related = [p for p in related if (namespace_of(p), name_of(p)) not in gone]
+        remaining = ordered[batch:]
         diff -= batch
         if diff <= 0:
-            return Deletion(order=victims + ordered[batch:], victims=victims, tie_groups=groups)
-    return Deletion(order=first_order or [], victims=[], tie_groups=[])
+            return Deletion(order=victims + remaining, victims=victims, tie_groups=groups)
+        touched = set()
+        for gone in ordered[:batch]:
+            if (gone.namespace, gone.name) in counted:
+                per_node[gone.node_name] -= 1
+                touched.add(gone.node_name)
+        for pod in remaining:
+            if pod.node_name in touched:
+                pod.rank = per_node[pod.node_name]
+                pod.rekey(now_ns)
 
 
-def deciding_rule(victim: RankedPod, survivor: RankedPod, now_ns: int | None) -> str:
+def deciding_rule(victim: RankedPod, survivor: RankedPod) -> str:
     """In a few words, the first comparator rule that puts `victim` before `survivor`."""
     if bool(victim.node_name) != bool(survivor.node_name):
         return "not scheduled"
