@@ -82,7 +82,16 @@ def run_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-PARSER_BUILDERS: list[Callable[[argparse._SubParsersAction], None]] = [add_plan_parser]
+def _serve_parser(commands: argparse._SubParsersAction) -> None:
+    from .serve import add_serve_parser
+
+    add_serve_parser(commands)
+
+
+PARSER_BUILDERS: list[Callable[[argparse._SubParsersAction], None]] = [
+    add_plan_parser,
+    _serve_parser,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

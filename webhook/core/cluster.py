@@ -30,6 +30,8 @@ class ClusterView(Protocol):
 
     def pods(self, namespace: str) -> Sequence[Mapping[str, Any]]: ...
 
+    def pod(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
+
     def replicasets(self, namespace: str) -> Sequence[Mapping[str, Any]]: ...
 
     def node(self, name: str) -> Mapping[str, Any] | None: ...
@@ -44,6 +46,7 @@ class Snapshot:
 
     def __init__(self, objects: Iterable[Mapping[str, Any]]) -> None:
         self._pods: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+        self._pod_index: dict[tuple[str, str], Mapping[str, Any]] = {}
         self._replicasets: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
         self._nodes: dict[str, Mapping[str, Any]] = {}
         self._namespaces: dict[str, Mapping[str, str]] = {}
@@ -58,6 +61,7 @@ class Snapshot:
         self.counts[kind] += 1
         if kind == "Pod":
             self._pods[namespace_of(obj)].append(obj)
+            self._pod_index[(namespace_of(obj), name_of(obj))] = obj
         elif kind == "Node":
             self._nodes[name_of(obj)] = obj
         elif kind == "Namespace":
@@ -69,6 +73,9 @@ class Snapshot:
 
     def pods(self, namespace: str) -> Sequence[Mapping[str, Any]]:
         return self._pods.get(namespace, [])
+
+    def pod(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self._pod_index.get((namespace, name))
 
     def all_pods(self) -> list[Mapping[str, Any]]:
         return [pod for pods in self._pods.values() for pod in pods]

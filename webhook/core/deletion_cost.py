@@ -36,7 +36,7 @@ def annotation_field_path(prefix: str = "metadata.annotations") -> str:
 def invalid_cost_message(value: str, field_path: str | None = None) -> str:
     """The API server's own wording for an invalid deletion cost."""
     path = field_path or annotation_field_path()
-    return f"{path}: Invalid value: {_go_quote(value)}: must be a 32bit integer"
+    return f"{path}: Invalid value: {go_quote(value)}: must be a 32bit integer"
 
 
 def parse_deletion_cost(value: str) -> int | None:
@@ -111,7 +111,7 @@ _GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
                "\t": "\\t", "\v": "\\v"}
 
 
-def _go_quote(value: str) -> str:
+def go_quote(value: str) -> str:
     """Approximate Go's %q so messages read like the API server's."""
     out = []
     for char in value:
