@@ -10,7 +10,7 @@ NAMESPACE ?= poolguard
 SERVICE ?= poolguard-webhook
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint bench run
+.PHONY: help install test lint bench run bench-core bench-server
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -30,5 +30,19 @@ test: $(STAMP) ## run lint and the whole test suite
 lint: $(STAMP) ## ruff on the code
 	$(PY) -m ruff check webhook certs tests bench
 
-bench: $(STAMP) ## benchmarks: core prediction at 100/1,000/10,000 pods
+bench: bench-core bench-server ## all benchmarks (core, HTTP server)
+
+bench-core: $(STAMP)
 	$(PY) bench/bench_core.py
+
+bench-server: $(STAMP)
+	@command -v hey >/dev/null || (apt-get update -qq && apt-get install -y -qq hey)
+	$(PY) bench/bench_server.py
+
+run: $(STAMP) $(CERT_DIR)/tls.crt ## serve the webhook on https://localhost:$(PORT) from the bundled example
+	$(PY) -m webhook serve --state examples/cluster-state.yaml --policy examples/policy.yaml \
+		--cert $(CERT_DIR)/tls.crt --key $(CERT_DIR)/tls.key --port $(PORT) --access-log
+
+$(CERT_DIR)/tls.crt: | $(STAMP)
+	$(PY) -m certs create --service $(SERVICE) --namespace $(NAMESPACE) --out-dir $(CERT_DIR) \
+		--extra-name localhost --extra-ip 127.0.0.1

@@ -29,6 +29,12 @@ COSTS = {"inference": "1000", "hybrid": "-100"}
 
 def cluster(size: int, seed: int = 7) -> tuple[Snapshot, dict]:
     """A Deployment-owned ReplicaSet of `size` pods over size/8 nodes in four pools."""
+    objects = cluster_objects(size, seed)
+    return Snapshot(objects), objects[1]
+
+
+def cluster_objects(size: int, seed: int = 7) -> list[dict]:
+    """[Deployment, ReplicaSet, nodes..., pods...] for `cluster`."""
     rng = random.Random(seed)
     nodes = [f.node(f"node-{i}", POOLS[i % 4]) for i in range(max(size // 8, 4))]
     deploy = f.deployment("serve", replicas=size)
@@ -42,7 +48,7 @@ def cluster(size: int, seed: int = 7) -> tuple[Snapshot, dict]:
         pods.append(f.pod(f"serve-abc-{i:05d}", node_name=node["metadata"]["name"], owner=rs,
                           cost=cost, ready_time=ready, created=ready,
                           restarts=rng.choice([0, 0, 0, 1, 2])))
-    return Snapshot([deploy, rs, *nodes, *pods]), rs
+    return [deploy, rs, *nodes, *pods]
 
 
 def measure(size: int, repeats: int) -> float:

@@ -26,6 +26,7 @@ def free_port() -> int:
 
 def make_certs(directory: Path) -> dict[str, Path]:
     """A CA and a serving certificate for localhost, made by poolguard's own certs code."""
+    directory.mkdir(parents=True, exist_ok=True)
     ca_key, ca_cert = generate_ca()
     key, cert = generate_serving_cert(ca_key, ca_cert, ["localhost"], ["127.0.0.1"])
     paths = {"ca": directory / "ca.crt", "cert": directory / "tls.crt",

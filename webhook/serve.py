@@ -15,6 +15,7 @@ import ssl
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +81,11 @@ class ReloadingTLS:
 class GunicornServer(BaseApplication):
     """gunicorn configured in code, so `python -m webhook serve` is the whole story."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace,
+                 app_factory: Callable[[argparse.Namespace], Any] | None = None) -> None:
         self.args = args
         self.tls = ReloadingTLS(args.cert, args.key)
+        self.app_factory = app_factory or _admission_app
         super().__init__()
 
     def load_config(self) -> None:
@@ -91,7 +94,7 @@ class GunicornServer(BaseApplication):
             "bind": [f"[{args.host}]:{args.port}" if ":" in args.host
                      else f"{args.host}:{args.port}"],
             "workers": args.workers,
-            "worker_class": "gthread",
+            "worker_class": args.worker_class,
             "threads": args.threads,
             "keepalive": 75,  # longer than the API server's idle connection timeout
             "timeout": 30,
@@ -114,9 +117,13 @@ class GunicornServer(BaseApplication):
             self.cfg.set(key, value)
 
     def load(self) -> Any:
-        from .server import create_app
+        return self.app_factory(self.args)
 
-        return create_app(build_runtime(self.args))
+
+def _admission_app(args: argparse.Namespace) -> Any:
+    from .server import create_app
+
+    return create_app(build_runtime(args))
 
 
 def _post_fork(_server: Any, _worker: Any) -> None:
@@ -165,6 +172,9 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
                         help="gunicorn worker processes (default 2)")
     parser.add_argument("--threads", type=int, default=8,
                         help="threads per worker, each one connection at a time (default 8)")
+    parser.add_argument("--worker-class", choices=("gthread", "sync"), default="gthread",
+                        help="gthread (default) keeps the API server's connections alive; "
+                        "sync closes each after one request (for comparison only)")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--state", metavar="FILE",
                         help="serve from a cluster-state file instead of a live cluster")
