@@ -1,0 +1,135 @@
+"""Admission decisions without HTTP: enforcement modes, fail-open/closed, scoping."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import factories as f
+import pytest
+import reviews
+
+from webhook.admission import BadReview, Context, parse_review, review_binding, review_scale
+from webhook.core.cluster import Snapshot
+from webhook.core.kube import parse_time_ns
+from webhook.core.policy import parse_policy
+
+NOW = parse_time_ns("2026-02-01T00:00:00Z")
+NODES = [f.node("inf-1", "inference"), f.node("hyb-1", "hybrid")]
+
+
+def policy(**overrides):
+    document = {"pools": [{"name": "inference", "deletionCost": 1000, "protected": True},
+                          {"name": "hybrid", "deletionCost": -100}], **overrides}
+    return parse_policy(document)
+
+
+def cluster() -> tuple[Snapshot, dict]:
+    deploy = f.deployment("svc", replicas=3)
+    rs = f.replicaset("svc-1", owner=deploy, replicas=3, pod_hash="1")
+    # no costs yet: two pods share inf-1, so the ranking removes an inference pod first
+    pods = [f.pod("svc-1-a", node_name="inf-1", owner=rs),
+            f.pod("svc-1-b", node_name="inf-1", owner=rs),
+            f.pod("svc-1-c", node_name="hyb-1", owner=rs)]
+    namespace = {"apiVersion": "v1", "kind": "Namespace",
+                 "metadata": {"name": "ml", "labels": {"team": "ml"}}}
+    return Snapshot([deploy, rs, namespace, *NODES, *pods]), deploy
+
+
+def context(view, pol, **kwargs) -> Context:
+    return Context(policy=pol, view=view, now_ns=lambda: NOW, **kwargs)
+
+
+def scale_request(**kwargs):
+    return parse_review(reviews.scale("deployments", "svc", 3, 2, **kwargs))
+
+
+def test_enforce_denies_warn_warns_dryrun_audits():
+    view, _ = cluster()
+    denied = review_scale(scale_request(), context(view, policy()))
+    assert denied["allowed"] is False and denied["status"]["code"] == 403
+    warned = review_scale(scale_request(),
+                          context(view, policy(scaleDown={"enforcement": "warn"})))
+    assert warned["allowed"] is True
+    assert warned["warnings"][0].startswith("poolguard: scaling Deployment ml/svc from 3 to 2")
+    assert all("\n" not in w and len(w) <= 120 for w in warned["warnings"])
+    assert warned["auditAnnotations"]["verdict"] == "violation-warn"
+    dry = review_scale(scale_request(), context(view, policy(scaleDown={"enforcement": "dryrun"})))
+    assert dry["allowed"] is True and "warnings" not in dry
+    assert dry["auditAnnotations"]["verdict"] == "violation-dryrun"
+
+
+def test_dry_run_request_gets_the_same_verdict_without_side_effects():
+    view, _ = cluster()
+    answer = review_scale(scale_request(dry_run=True), context(view, policy()))
+    assert answer["allowed"] is False
+
+
+def test_exempt_users_and_configurable_list():
+    view, _ = cluster()
+    request = scale_request(user=reviews.DEPLOYMENT_CONTROLLER)
+    assert review_scale(request, context(view, policy()))["allowed"] is True
+    custom = policy(scaleDown={"exemptUsers": ["ci-bot"]})
+    assert review_scale(request, context(view, custom))["allowed"] is False
+    bot = scale_request(user={"username": "ci-bot"})
+    assert review_scale(bot, context(view, custom))["allowed"] is True
+
+
+def test_untrusted_view_fails_open_or_closed():
+    view, _ = cluster()
+    stale = lambda: "the cluster cache is 90s old"  # noqa: E731
+    open_answer = review_scale(scale_request(), context(view, policy(), view_problem=stale))
+    assert open_answer["allowed"] is True and "90s old" in open_answer["warnings"][0]
+    closed = review_scale(scale_request(),
+                          context(view, policy(), view_problem=stale, fail_closed=True))
+    assert closed["allowed"] is False and closed["status"]["code"] == 503
+    assert "could not check this scale-down: the cluster cache is 90s old" in (
+        closed["status"]["message"])
+
+
+def test_ungoverned_namespace_is_not_checked():
+    view, _ = cluster()
+    scoped = policy(namespaceSelector={"matchLabels": {"team": "other"}})
+    outcome = context(view, scoped)
+    assert review_scale(scale_request(), outcome)["allowed"] is True
+    assert outcome.outcomes == ["not-governed"]
+
+
+def test_workload_update_that_raises_replicas_passes_fast():
+    view, deploy = cluster()
+    new = copy.deepcopy(deploy)
+    new["spec"]["replicas"] = 5
+    ctx = context(view, policy())
+    request = parse_review(reviews.workload_update(deploy, new))
+    assert review_scale(request, ctx)["allowed"] is True and ctx.outcomes == ["not-scale-down"]
+
+
+def test_binding_for_a_pod_not_yet_cached_is_left_to_the_reconciler():
+    view, _ = cluster()
+    ctx = context(view, policy())
+    answer = review_binding(parse_review(reviews.binding("unknown", "hyb-1")), ctx)
+    assert answer == {"uid": answer["uid"], "allowed": True} and ctx.outcomes == ["pod-unknown"]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda r: r["request"].pop("uid"), "request.uid"),
+        (lambda r: r["request"].update(object=[1]), "request.object: must be an object"),
+        (lambda r: r["request"].update(operation=5), "request.operation: must be a string"),
+        (lambda r: r.update(kind="Review"), "kind must be AdmissionReview"),
+    ],
+)
+def test_parse_review_names_the_problem(mutate, message):
+    body = reviews.scale("deployments", "svc", 3, 2)
+    mutate(body)
+    with pytest.raises(BadReview, match=re.escape(message)):
+        parse_review(body)
+
+
+def test_negative_replicas_in_a_scale_is_a_bad_review():
+    body = reviews.scale("deployments", "svc", 3, 2)
+    body["request"]["object"]["spec"]["replicas"] = -1
+    view, _ = cluster()
+    with pytest.raises(BadReview, match=r"spec\.replicas"):
+        review_scale(parse_review(body), context(view, policy()))
