@@ -147,6 +147,10 @@ def _compare_times(t_i: int | None, t_j: int | None, now_ns: int | None,
         return -1 if t_i > t_j else 1
     diff = _log_bucket(t_i, now_ns) - _log_bucket(t_j, now_ns)
     if diff == 0:
+        # Go returns `uid_i < uid_j` here and stops: equal UIDs are equivalent (Less is
+        # false both ways), which a three-way compare must report as 0, not 1 both ways.
+        if uid_i == uid_j:
+            return 0
         return -1 if uid_i < uid_j else 1
     return -1 if diff < 0 else 1
 
