@@ -211,7 +211,7 @@ def test_workload_template_with_invalid_cost_is_denied_with_field_path(server):
     deployment["spec"]["template"]["metadata"]["annotations"] = {COST: "+5"}
     response = post(server, "/validate-workloads", reviews.workload_create(deployment))
     assert response["allowed"] is False and response["status"]["code"] == 422
-    assert (f'spec.template.metadata.annotations[{COST}]: Invalid value: "+5": '
+    assert (f'spec.template.annotations[{COST}]: Invalid value: "+5": '
             "must be a 32bit integer") in response["status"]["message"]
     sts = f.statefulset("ok")
     sts["spec"]["template"]["metadata"]["annotations"] = {COST: "-7"}

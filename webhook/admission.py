@@ -331,7 +331,7 @@ def review_workload(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
             ctx.outcomes.append("unchanged")  # never block an update for a value it keeps
             return allow(request)
     try:
-        check_deletion_cost(annotations, "spec.template.metadata.annotations")
+        check_deletion_cost(annotations, "spec.template.annotations")  # as the API server names it
     except InvalidDeletionCost as err:
         ctx.outcomes.append("invalid-cost")
         kind = WORKLOAD_RESOURCES[resource]

@@ -47,7 +47,13 @@ def parse_deletion_cost(value: str) -> int | None:
     # strconv.ParseInt accepts only ASCII digits after an optional sign in base 10.
     if not digits or not _ASCII_DIGITS.issuperset(digits):
         return None
-    number = int(digits)
+    # Leading zeros after "-" are legal ("-007" is -7), so strip them before the length
+    # check; anything longer than 10 digits is out of range, and int() of a huge digit
+    # string would raise (Python's 4300-digit limit) instead of returning None.
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > 10:
+        return None
+    number = int(significant)
     if value[0] == "-":
         number = -number
     if number < INT32_MIN or number > INT32_MAX:

@@ -40,8 +40,10 @@ from .selectors import workload_selector_matches
 MAX_REPLICAS_ANNOTATION = "deployment.kubernetes.io/max-replicas"
 DESIRED_REPLICAS_ANNOTATION = "deployment.kubernetes.io/desired-replicas"
 POD_TEMPLATE_HASH_LABEL = "pod-template-hash"
-_STATEFUL_POD_NAME = re.compile(r"^(.*)-([0-9]+)$")
+_STATEFUL_POD_NAME = re.compile(r"^(.*)-([0-9]+)\Z")
 _DEFAULT_SURGE = "25%"
+_ASCII_DIGITS = frozenset("0123456789")
+_INT32_MAX = 2**31 - 1
 
 
 @dataclass
@@ -261,7 +263,7 @@ def _proportional_targets(deployment: Mapping[str, Any],
     added = 0
     for rs in ordered:
         current = replicas_of(rs, default=0)
-        proportion = _proportion(rs, deployment, to_add, added) if to_add else 0
+        proportion = replicaset_proportion(rs, deployment, to_add, added) if to_add else 0
         sizes[name_of(rs)] = current + proportion
         added += proportion
     if ordered and to_add:
@@ -270,44 +272,75 @@ def _proportional_targets(deployment: Mapping[str, Any],
     return sizes
 
 
-def _proportion(rs: Mapping[str, Any], deployment: Mapping[str, Any], to_add: int,
-                added: int) -> int:
-    """GetReplicaSetProportion."""
+def replicaset_proportion(rs: Mapping[str, Any], deployment: Mapping[str, Any], to_add: int,
+                          added: int) -> int:
+    """GetReplicaSetProportion: the change for `rs` when `to_add` replicas are spread."""
     current = replicas_of(rs, default=0)
     if current == 0 or to_add == 0 or to_add == added:
         return 0
     allowed = to_add - added
-    fraction = _fraction(rs, deployment, allowed)
+    fraction = replicaset_fraction(rs, deployment)
+    # Never more than is left to add (scaling up) or to remove (scaling down).
     return min(fraction, allowed) if to_add > 0 else max(fraction, allowed)
 
 
-def _fraction(rs: Mapping[str, Any], deployment: Mapping[str, Any], allowed: int) -> int:
-    """getReplicaSetFraction, rounding half away from zero like Go's math.Round."""
+def replicaset_fraction(rs: Mapping[str, Any], deployment: Mapping[str, Any]) -> int:
+    """getReplicaSetFraction, rounding half away from zero like Go's math.Round.
+
+    `deployment` carries the new spec.replicas and the old status.replicas. The size
+    before the scale is the RS's max-replicas annotation; a missing, unparsable or zero
+    annotation falls back to status.replicas, and when that is 0 too the fraction is 0
+    (nothing to be proportional to).
+    """
     current = replicas_of(rs, default=0)
     replicas = replicas_of(deployment)
     if replicas == 0:
         return -current
     max_replicas = replicas + max_surge(deployment)
-    annotated = _max_replicas_annotation(rs)
-    if annotated is None:
-        annotated = int(status_of(deployment).get("replicas") or 0)
-    if annotated == 0:
-        # Go divides by zero here (an infinite fraction); the min/max bound then wins.
-        return allowed
-    return round_half_away(current * max_replicas / annotated) - current
+    before = _max_replicas_annotation(rs)
+    if not before:
+        before = int(status_of(deployment).get("replicas") or 0)
+        if before == 0:
+            return 0
+    # Go multiplies two int32s (wrapping on overflow) before converting to float64.
+    return round_half_away(_int32(current * max_replicas) / before) - current
+
+
+def _int32(value: int) -> int:
+    """`value` wrapped to a Go int32."""
+    return (value + 2**31) % 2**32 - 2**31
 
 
 def round_half_away(value: float) -> int:
-    """Round to nearest, halves away from zero (Go's math.Round), unlike Python's round()."""
-    return math.floor(abs(value) + 0.5) * (1 if value >= 0 else -1)
+    """Round to nearest, halves away from zero (Go's math.Round), unlike Python's round().
+
+    Exact: floor(|x| + 0.5) would be wrong where the addition itself rounds, e.g. for
+    0.49999999999999994 (Go gives 0) or odd integers above 2**52.
+    """
+    magnitude = abs(value)
+    whole = math.floor(magnitude)
+    if magnitude - whole >= 0.5:  # exact: x - floor(x) is representable
+        whole += 1
+    return whole if value >= 0 else -whole
 
 
 def _max_replicas_annotation(rs: Mapping[str, Any]) -> int | None:
-    value = annotations_of(rs).get(MAX_REPLICAS_ANNOTATION)
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
+    return non_negative_int32_annotation(rs, MAX_REPLICAS_ANNOTATION)
+
+
+def non_negative_int32_annotation(obj: Mapping[str, Any], key: str) -> int | None:
+    """getNonNegativeInt32FromAnnotation: strconv.ParseUint(v, 10, 32) capped at MaxInt32.
+
+    None when absent or invalid (no sign, no spaces, ASCII digits only).
+    """
+    value = annotations_of(obj).get(key)
+    if not isinstance(value, str) or not value or not _ASCII_DIGITS.issuperset(value):
         return None
+    significant = value.lstrip("0") or "0"
+    if len(significant) > 10:
+        return None
+    number = int(significant)
+    return number if number <= _INT32_MAX else None
 
 
 def _is_rolling_update(deployment: Mapping[str, Any]) -> bool:
@@ -316,31 +349,70 @@ def _is_rolling_update(deployment: Mapping[str, Any]) -> bool:
 
 
 def max_surge(deployment: Mapping[str, Any]) -> int:
-    """MaxSurge: maxSurge resolved against spec.replicas, percentages rounded up."""
+    """MaxSurge: maxSurge resolved against spec.replicas, percentages rounded up.
+
+    An unparsable value makes ResolveFenceposts fail; MaxSurge ignores the error and
+    gets 0, as upstream does ("Error caught by validation").
+    """
     if not _is_rolling_update(deployment):
         return 0
     rolling = (spec_of(deployment).get("strategy") or {}).get("rollingUpdate") or {}
-    replicas = replicas_of(deployment)
-    surge = scaled_int_or_percent(rolling.get("maxSurge", _DEFAULT_SURGE), replicas, True)
-    unavailable = scaled_int_or_percent(rolling.get("maxUnavailable", _DEFAULT_SURGE),
-                                        replicas, False)
-    if surge == 0 and unavailable == 0:
-        return 0  # ResolveFenceposts then sets maxUnavailable to 1; surge stays 0
+    try:
+        surge, _ = resolve_fenceposts(rolling.get("maxSurge", _DEFAULT_SURGE),
+                                      rolling.get("maxUnavailable", _DEFAULT_SURGE),
+                                      replicas_of(deployment))
+    except ValueError:
+        return 0
     return surge
 
 
+def resolve_fenceposts(max_surge_value: int | str | None, max_unavailable: int | str | None,
+                       desired: int) -> tuple[int, int]:
+    """ResolveFenceposts: (surge, unavailable); both 0 resolves unavailable to 1.
+
+    None stands for an unset field (intstr.ValueOrDefault(nil, 0)); ValueError for a
+    value Go's GetScaledValueFromIntOrPercent rejects.
+    """
+    surge = scaled_int_or_percent(max_surge_value, desired, True)
+    unavailable = scaled_int_or_percent(max_unavailable, desired, False)
+    if surge == 0 and unavailable == 0:
+        unavailable = 1
+    return surge, unavailable
+
+
 def scaled_int_or_percent(value: int | str | None, total: int, round_up: bool) -> int:
-    """intstr.GetScaledValueFromIntOrPercent."""
+    """intstr.GetScaledValueFromIntOrPercent; None counts as 0.
+
+    A string must be "<int>%" (strconv.Atoi on what precedes one trailing "%");
+    anything else raises ValueError, as Go returns an error.
+    """
     if value is None:
         return 0
+    if isinstance(value, bool):
+        raise ValueError(f"invalid value for IntOrString: {value!r}")
     if isinstance(value, int):
         return value
     text = str(value)
-    if text.endswith("%"):
-        percent = int(text[:-1])
-        scaled = percent * total / 100
-        return math.ceil(scaled) if round_up else math.floor(scaled)
-    return int(text)
+    if not text.endswith("%"):
+        raise ValueError(f"invalid value for IntOrString: {text!r} is not a percentage")
+    percent = _go_atoi(text[:-1])
+    if percent is None:
+        raise ValueError(f"invalid value for IntOrString: {text!r}")
+    scaled = float(percent) * float(total) / 100
+    return math.ceil(scaled) if round_up else math.floor(scaled)
+
+
+def _go_atoi(text: str) -> int | None:
+    """strconv.Atoi on a 64-bit platform: optional sign, ASCII digits, int64 range."""
+    negative = text[:1] == "-"
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not _ASCII_DIGITS.issuperset(digits):
+        return None
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > 19:
+        return None
+    number = -int(significant) if negative else int(significant)
+    return number if -(2**63) <= number <= 2**63 - 1 else None
 
 
 def find_new_replicaset(deployment: Mapping[str, Any],
@@ -364,9 +436,9 @@ def _template_without_hash(template: Mapping[str, Any] | None) -> Any:
 def _is_saturated(deployment: Mapping[str, Any], rs: Mapping[str, Any] | None) -> bool:
     if rs is None:
         return False
-    try:
-        desired = int(annotations_of(rs).get(DESIRED_REPLICAS_ANNOTATION, ""))
-    except ValueError:
+    # GetDesiredReplicasAnnotation: the same non-negative int32 parse as max-replicas.
+    desired = non_negative_int32_annotation(rs, DESIRED_REPLICAS_ANNOTATION)
+    if desired is None:
         return False
     replicas = replicas_of(deployment)
     return (replicas_of(rs, default=0) == replicas and desired == replicas
@@ -411,4 +483,9 @@ def stateful_ordinal(pod_name: str, set_name: str) -> int | None:
     match = _STATEFUL_POD_NAME.match(pod_name)
     if not match or match.group(1) != set_name:
         return None
-    return int(match.group(2))
+    # getParentNameAndOrdinal: strconv.ParseInt(ordinal, 10, 32); on error the ordinal is
+    # -1 and the controller ignores the pod.
+    digits = match.group(2).lstrip("0") or "0"
+    if len(digits) > 10 or int(digits) > _INT32_MAX:
+        return None
+    return int(digits)

@@ -167,6 +167,10 @@ def _compare_times(t_i: int | None, t_j: int | None, bucket_i: int, bucket_j: in
             return -1 if t_i is None else 1
         return -1 if t_i > t_j else 1
     if bucket_i == bucket_j:
+        # Go returns `uid_i < uid_j` here and stops: equal UIDs are equivalent (Less is
+        # false both ways), which a three-way compare must report as 0, not 1 both ways.
+        if uid_i == uid_j:
+            return 0
         return -1 if uid_i < uid_j else 1
     return -1 if bucket_i < bucket_j else 1
 
@@ -221,23 +225,29 @@ def rank_pods(
     return sort_ranked(ranked, now_ns)
 
 
-def within_group_key(pod: RankedPod) -> tuple[Any, ...]:
+def within_group_key(pod: RankedPod, class_uid: bytes = b"") -> tuple[Any, ...]:
     """Rules 6-8 as a sort key, for pods already tied on rules 1-5.
 
-    Rules 6-8 are not a strict weak order, so no key reproduces them everywhere. This
-    one agrees with the comparator for pods that are not ready, and for ready pods whose
-    ready times differ (zero first, then log2 age bucket, then UID). Where the two can
-    disagree, the pods are tied on rules 1-5, which is what `TieGroup` reports.
+    Without a clock (afterOrZero) rules 6-8 are lexicographic and this key is exact.
+    With one they are not a strict weak order (equal ready times fall through to
+    restarts, equal log2 buckets return the UID order), so no key matches everywhere.
+    Ready pods sort by bucket, then by `class_uid`, the smallest UID among the pods that
+    became ready at the same instant, then by restarts and age inside such a class. That
+    is exact when ready times in a bucket are all distinct (UID order) or all equal
+    (restarts, then age); mixtures are approximated, and `TieGroup` reports them.
     """
-    if pod.bucket_now is None:  # no clock: afterOrZero, the later time first
-        ready_part: tuple[Any, ...] = (pod.ready_time_ns is not None, -(pod.ready_time_ns or 0))
+    if pod.bucket_now is None:
         created_part: tuple[Any, ...] = (pod.created_ns is not None, -(pod.created_ns or 0))
-    else:
-        ready_part = (pod.ready_time_ns is not None, pod.ready_bucket)
-        created_part = (pod.created_ns is not None, pod.created_bucket)
+        rest = (-pod.restarts, -pod.sidecar_restarts, *created_part, pod.uid)
+        if pod.ready:
+            return (pod.ready_time_ns is not None, -(pod.ready_time_ns or 0), *rest)
+        return rest
+    created_part = (pod.created_ns is not None, pod.created_bucket)
+    rest = (-pod.restarts, -pod.sidecar_restarts, *created_part, pod.uid)
     if pod.ready:
-        return (*ready_part, pod.uid)
-    return (-pod.restarts, -pod.sidecar_restarts, *created_part, pod.uid)
+        return (pod.ready_time_ns is not None, pod.ready_bucket, class_uid,
+                pod.ready_time_ns or 0, *rest)
+    return rest
 
 
 _SORT_KEY = attrgetter("sort_key")
@@ -248,7 +258,23 @@ def sort_ranked(ranked: list[RankedPod], now_ns: int | None) -> list[RankedPod]:
     for pod in ranked:
         if pod.bucket_now != now_ns:
             pod.rekey(now_ns)
-    return sorted(ranked, key=_SORT_KEY)
+    if now_ns is None:
+        return sorted(ranked, key=_SORT_KEY)
+    ready_classes: dict[tuple[Any, ...], bytes] = {}
+    for pod in ranked:
+        if pod.ready:
+            instant = (pod.key_rules_1_to_5, pod.ready_time_ns)
+            known = ready_classes.get(instant)
+            if known is None or pod.uid < known:
+                ready_classes[instant] = pod.uid
+
+    def key(pod: RankedPod) -> tuple[Any, ...]:
+        if not pod.ready:
+            return pod.sort_key
+        uid = ready_classes[(pod.key_rules_1_to_5, pod.ready_time_ns)]
+        return (pod.key_rules_1_to_5, within_group_key(pod, uid))
+
+    return sorted(ranked, key=key)
 
 
 def sort_exactly(pods: list[RankedPod], now_ns: int | None) -> list[RankedPod]:
