@@ -51,13 +51,13 @@ def cluster_objects(size: int, seed: int = 7) -> list[dict]:
     return [deploy, rs, *nodes, *pods]
 
 
-def measure(size: int, repeats: int) -> float:
+def measure(size: int, repeats: int, keep: float = 0.5) -> float:
     view, rs = cluster(size)
     policy = default_policy()
     timings = []
     for _ in range(repeats):
         start = time.perf_counter()
-        assess_scale(view, policy, rs, size // 2, NOW)
+        assess_scale(view, policy, rs, int(size * keep), NOW)
         timings.append(time.perf_counter() - start)
     return statistics.median(timings)
 
@@ -74,8 +74,11 @@ def main() -> None:
         nlogn = (size * math.log2(size)) / (100 * math.log2(100))
         print(f"  growth 100 -> {size}: x{ratio:.1f} (n log n predicts x{nlogn:.1f}; "
               f"per n log n unit {results[size] / (size * math.log2(size)) / base:.2f} of 100's)")
-    goal = results[10_000] * 1000
-    print(f"  goal 10,000 pods <= 100 ms: {'met' if goal <= 100 else 'NOT met'} ({goal:.1f} ms)")
+    tenth = measure(10_000, 5, keep=0.9) * 1000
+    print(f"  10,000 pods scaled down by 10% (two controller syncs): {tenth:.1f} ms")
+    for label, value in (("halving", results[10_000] * 1000), ("10% scale-down", tenth)):
+        verdict = "met" if value <= 100 else "NOT met"
+        print(f"  goal 10,000 pods <= 100 ms, {label}: {verdict} ({value:.1f} ms)")
 
 
 if __name__ == "__main__":

@@ -252,7 +252,8 @@ def test_object_of_the_wrong_shape_is_a_400(server):
     url, session = server
     answer = session.post(url + "/mutate-pods", json=body, timeout=10)
     assert answer.status_code == 400
-    assert "annotations: values must be strings" in answer.json()["error"]
+    assert "request.object.metadata.annotations: must map names to strings" in (
+        answer.json()["error"])
 
 
 def test_oversized_body_is_refused(server):

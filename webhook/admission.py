@@ -102,22 +102,66 @@ def with_patch(request: Mapping[str, Any], ops: list[dict[str, Any]]) -> dict[st
 
 
 def _object(request: Mapping[str, Any], what: str) -> Mapping[str, Any]:
+    """`request.object`, with the fields poolguard reads checked for their shape."""
     obj = request.get("object")
     if not isinstance(obj, Mapping):
         raise BadReview(f"request.object: missing; a {what} review needs the object")
-    metadata = obj.get("metadata")
-    if metadata is not None and not isinstance(metadata, Mapping):
-        raise BadReview("request.object.metadata: must be an object")
-    annotations = (metadata or {}).get("annotations")
-    if annotations is not None and not isinstance(annotations, Mapping):
-        raise BadReview("request.object.metadata.annotations: must be an object")
-    if annotations and not all(isinstance(v, str) for v in annotations.values()):
-        raise BadReview("request.object.metadata.annotations: values must be strings")
-    labels = (metadata or {}).get("labels")
-    if labels is not None and (not isinstance(labels, Mapping)
-                               or not all(isinstance(v, str) for v in labels.values())):
-        raise BadReview("request.object.metadata.labels: must map names to strings")
+    check_shape(obj, "request.object")
     return obj
+
+
+def check_shape(obj: Mapping[str, Any], where: str) -> None:
+    """BadReview naming the first field that poolguard reads and that has the wrong type."""
+    metadata = _mapping(obj, "metadata", where)
+    for key in ("labels", "annotations"):
+        _string_map(metadata, key, f"{where}.metadata")
+    spec = _mapping(obj, "spec", where)
+    _typed(spec, "nodeName", str, f"{where}.spec")
+    _string_map(spec, "nodeSelector", f"{where}.spec")
+    affinity = _mapping(spec, "affinity", f"{where}.spec")
+    node_affinity = _mapping(affinity, "nodeAffinity", f"{where}.spec.affinity")
+    required = _mapping(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution",
+                        f"{where}.spec.affinity.nodeAffinity")
+    terms_where = f"{where}.spec.affinity.nodeAffinity.requiredDuring...Execution"
+    for i, term in enumerate(_list(required, "nodeSelectorTerms", terms_where)):
+        term_where = f"{terms_where}.nodeSelectorTerms[{i}]"
+        if not isinstance(term, Mapping):
+            raise BadReview(f"{term_where}: must be an object")
+        for j, expr in enumerate(_list(term, "matchExpressions", term_where)):
+            expr_where = f"{term_where}.matchExpressions[{j}]"
+            if not isinstance(expr, Mapping):
+                raise BadReview(f"{expr_where}: must be an object")
+            for values in (_list(expr, "values", expr_where),):
+                if not all(isinstance(v, str) for v in values):
+                    raise BadReview(f"{expr_where}.values: must be strings")
+    template = _mapping(spec, "template", f"{where}.spec")
+    template_metadata = _mapping(template, "metadata", f"{where}.spec.template")
+    for key in ("labels", "annotations"):
+        _string_map(template_metadata, key, f"{where}.spec.template.metadata")
+
+
+def _typed(parent: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    value = parent.get(key)
+    if value is not None and not isinstance(value, kind):
+        raise BadReview(f"{where}.{key}: must be {_KIND_NAMES[kind]}")
+    return value
+
+
+def _mapping(parent: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    return _typed(parent, key, Mapping, where) or {}
+
+
+def _list(parent: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    return _typed(parent, key, list, where) or []
+
+
+def _string_map(parent: Mapping[str, Any], key: str, where: str) -> None:
+    value = _mapping(parent, key, where)
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise BadReview(f"{where}.{key}: must map names to strings")
+
+
+_KIND_NAMES = {str: "a string", Mapping: "an object", list: "a list"}
 
 
 def _is(request: Mapping[str, Any], resource: str, sub_resource: str = "") -> bool:
@@ -218,10 +262,15 @@ def review_scale(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
         ctx.outcomes.append("exempt-user")
         return allow(request)
     new, old = _object(request, "scale"), request.get("oldObject")
+    if isinstance(old, Mapping):
+        check_shape(old, "request.oldObject")
     to_replicas = _replicas(new, "request.object")
     namespace, name = request.get("namespace") or "", request.get("name") or ""
-    workload = old if sub == "" and isinstance(old, Mapping) else ctx.view.workload(
-        kind, namespace, name)
+    # The cache's copy is the API server's own; an UPDATE's oldObject stands in for a
+    # workload the cache has not seen yet.
+    workload = ctx.view.workload(kind, namespace, name)
+    if workload is None and sub == "" and isinstance(old, Mapping):
+        workload = old
     from_replicas = (_replicas(old, "request.oldObject") if isinstance(old, Mapping)
                      else replicas_of(workload) if workload else None)
     if from_replicas is not None and to_replicas >= from_replicas:

@@ -135,6 +135,11 @@ def _answer(runtime: Runtime, handler: Handler) -> tuple[Response, str]:
         response = handler(admission_request, ctx)
     except BadReview as err:
         return _error(400, f"not a usable AdmissionReview: {err}"), "bad-request"
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError) as err:
+        # A field poolguard reads had a shape no API server sends; answer, never crash.
+        log.warning("review with an unexpected shape on %s", request.path, exc_info=True)
+        return _error(400, f"not a usable AdmissionReview: a field has an unexpected "
+                           f"shape ({type(err).__name__}: {str(err)[:200]})"), "bad-request"
     endpoint = request.path
     for outcome in ctx.outcomes:
         metrics.DECISIONS.labels(endpoint, outcome).inc()
