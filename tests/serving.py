@@ -31,6 +31,7 @@ def make_certs(directory: Path) -> dict[str, Path]:
     key, cert = generate_serving_cert(ca_key, ca_cert, ["localhost"], ["127.0.0.1"])
     paths = {"ca": directory / "ca.crt", "cert": directory / "tls.crt",
              "key": directory / "tls.key"}
+    (directory / "ca.key").write_bytes(ca_key)  # lets a test sign a rotated certificate
     paths["ca"].write_bytes(ca_cert)
     paths["cert"].write_bytes(cert)
     paths["key"].write_bytes(key)
