@@ -1,0 +1,1 @@
+"""Certificates for the poolguard webhook: `certs.pki` (library) and `python -m certs` (CLI)."""

@@ -1,0 +1,49 @@
+# poolguard — installing into a cluster. Included by the main Makefile, which defines
+# PY, STAMP, CERT_DIR, NAMESPACE and SERVICE. See docs/install.md.
+
+KUBECTL ?= kubectl
+DOCKER ?= docker
+POOLGUARD_VERSION ?= 0.1.0
+IMAGE ?= poolguard:$(POOLGUARD_VERSION)
+OVERLAY ?= manifests/overlays/self-signed
+MANIFEST ?= build/poolguard.yaml
+
+.PHONY: certs manifests deploy undeploy image
+
+# Made once; `make certs` again is a no-op. Rotate with `$(PY) -m certs renew --out-dir $(CERT_DIR)`.
+$(CERT_DIR)/tls.crt: | $(STAMP)
+	$(PY) -m certs create --service $(SERVICE) --namespace $(NAMESPACE) --out-dir $(CERT_DIR) \
+		--extra-name localhost --extra-ip 127.0.0.1
+
+certs: $(CERT_DIR)/tls.crt ## CA + serving cert for local dev and the self-signed install (in CERT_DIR)
+
+manifests: $(CERT_DIR)/tls.crt ## render the self-signed overlay with the caBundle into build/poolguard.yaml
+	@if [ "$(NAMESPACE)" != poolguard ] || [ "$(SERVICE)" != poolguard-webhook ]; then \
+		echo "error: the manifests are for namespace poolguard and Service poolguard-webhook;" \
+			"make an overlay for NAMESPACE=$(NAMESPACE) SERVICE=$(SERVICE)" >&2; exit 2; fi
+	@mkdir -p $(dir $(MANIFEST))
+	set -o pipefail; $(KUBECTL) kustomize $(OVERLAY) \
+		| $(PY) -m certs inject --ca-file $(CERT_DIR)/ca.crt > $(MANIFEST).tmp
+	mv $(MANIFEST).tmp $(MANIFEST)
+	@echo "wrote $(MANIFEST); the Secret is $(CERT_DIR)/secret.yaml (make deploy applies both)"
+
+deploy: manifests ## kubectl apply build/poolguard.yaml and the TLS Secret to the current context
+	@echo "deploying to context $$($(KUBECTL) config current-context)"
+	$(KUBECTL) apply --server-side --field-manager=poolguard -f $(MANIFEST)
+	$(KUBECTL) apply --server-side --field-manager=poolguard -f $(CERT_DIR)/secret.yaml
+	$(KUBECTL) -n $(NAMESPACE) rollout status deployment/poolguard-webhook --timeout=120s
+
+undeploy: ## remove poolguard from the current context (webhook configurations first)
+	@echo "note: the deletion costs poolguard set stay on the pods (harmless: they only order"
+	@echo "      scale-downs). To strip them, run the reconciler's cleanup before this target:"
+	@echo "      $(PY) -m webhook reconcile --cleanup   (not run here; docs/install.md, Uninstalling)"
+	$(KUBECTL) delete --ignore-not-found mutatingwebhookconfiguration/poolguard \
+		validatingwebhookconfiguration/poolguard
+	set -o pipefail; $(KUBECTL) kustomize $(OVERLAY) | $(KUBECTL) delete --ignore-not-found -f -
+
+image: ## build the container image poolguard:0.1.0 (IMAGE=...; needs a Docker engine)
+	@command -v $(DOCKER) >/dev/null 2>&1 || { echo "error: '$(DOCKER)' is not installed;" \
+		"build the image where a Docker engine runs (docker build -t $(IMAGE) .)" >&2; exit 2; }
+	@$(DOCKER) info >/dev/null 2>&1 || { echo "error: no Docker engine is reachable" \
+		"('$(DOCKER) info' failed); start one, or build elsewhere with: docker build -t $(IMAGE) ." >&2; exit 2; }
+	$(DOCKER) build --build-arg VERSION=$(POOLGUARD_VERSION) -t $(IMAGE) .
