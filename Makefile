@@ -10,6 +10,7 @@ NAMESPACE ?= poolguard
 SERVICE ?= poolguard-webhook
 
 .DEFAULT_GOAL := help
+include mk/install.mk
 .PHONY: help install test lint bench run bench-core bench-server
 
 help: ## list the targets
@@ -39,10 +40,6 @@ bench-server: $(STAMP)
 	@command -v hey >/dev/null || (apt-get update -qq && apt-get install -y -qq hey)
 	$(PY) bench/bench_server.py
 
-run: $(STAMP) $(CERT_DIR)/tls.crt ## serve the webhook on https://localhost:$(PORT) from the bundled example
+run: $(STAMP) $(CERT_DIR)/tls.crt ## serve the webhook on https://localhost:8443 (PORT=...) from the bundled example
 	$(PY) -m webhook serve --state examples/cluster-state.yaml --policy examples/policy.yaml \
 		--cert $(CERT_DIR)/tls.crt --key $(CERT_DIR)/tls.key --port $(PORT) --access-log
-
-$(CERT_DIR)/tls.crt: | $(STAMP)
-	$(PY) -m certs create --service $(SERVICE) --namespace $(NAMESPACE) --out-dir $(CERT_DIR) \
-		--extra-name localhost --extra-ip 127.0.0.1
