@@ -11,7 +11,7 @@ SERVICE ?= poolguard-webhook
 
 .DEFAULT_GOAL := help
 include mk/install.mk
-.PHONY: help install test lint bench run bench-core bench-server
+.PHONY: help install test lint bench run bench-core bench-server soak hey
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -36,9 +36,14 @@ bench: bench-core bench-server ## all benchmarks (core, HTTP server)
 bench-core: $(STAMP)
 	$(PY) bench/bench_core.py
 
-bench-server: $(STAMP)
-	@command -v hey >/dev/null || (apt-get update -qq && apt-get install -y -qq hey)
+bench-server: $(STAMP) hey
 	$(PY) bench/bench_server.py
+
+soak: $(STAMP) hey ## mixed load stepped up to saturation, then a killed worker and cert rotations
+	$(PY) bench/soak.py
+
+hey:
+	@command -v hey >/dev/null || (apt-get update -qq && apt-get install -y -qq hey)
 
 run: $(STAMP) $(CERT_DIR)/tls.crt ## serve the webhook on https://localhost:8443 (PORT=...) from the bundled example
 	$(PY) -m webhook serve --state examples/cluster-state.yaml --policy examples/policy.yaml \

@@ -8,8 +8,6 @@ gthread and sync workers. Loopback only; every run is bounded in time.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import shutil
 import statistics
@@ -28,6 +26,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import factories as f  # noqa: E402
+import heyrun  # noqa: E402
 import reviews  # noqa: E402
 from bench_core import cluster_objects  # noqa: E402
 from serving import running_server  # noqa: E402
@@ -37,29 +36,32 @@ ROUNDS = 3  # alternate the two servers so background load hits both alike
 STATE = ROOT / "examples" / "cluster-state.yaml"
 
 
-def hey(url: str, body: Path, *extra: str) -> dict[str, float]:
-    """Run hey and summarise its per-request CSV: rate, p50, p99 (ms), non-200 count."""
-    out = subprocess.run(["hey", "-z", DURATION, "-c", "8", "-m", "POST", "-T",
-                          "application/json", "-D", str(body), "-o", "csv", *extra, url],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
-    rows = list(csv.DictReader(io.StringIO(out)))
-    latencies = sorted(float(r["response-time"]) * 1000 for r in rows)
-    offsets = [float(r["offset"]) for r in rows]
-    span = max(offsets) - min(offsets) if len(offsets) > 1 else 1.0
-    errors = sum(1 for r in rows if r["status-code"] != "200")
-    return {"rps": len(rows) / span, "p50": latencies[len(latencies) // 2],
-            "p99": latencies[int(len(latencies) * 0.99) - 1], "errors": errors,
-            "requests": len(rows)}
+def hey(url: str, body: Path, *extra: str) -> heyrun.LoadResult:
+    """8 keep-alive clients for DURATION (or `-n N` requests in `extra`)."""
+    if extra and extra[0] == "-n":
+        return heyrun.finish(subprocess.Popen(
+            ["hey", "-c", "8", "-m", "POST", "-T", "application/json", "-D", str(body), *extra,
+             url], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    rate = float(extra[1]) if extra and extra[0] == "-q" else 0
+    return heyrun.run(url, body, 8, float(DURATION.rstrip("s")), rate)
 
 
-def _median(results: list[dict[str, float]]) -> dict[str, float]:
-    return {key: statistics.median(r[key] for r in results) if key != "errors"
-            else sum(r[key] for r in results) for key in results[0]}
+def _median(results: list[heyrun.LoadResult]) -> heyrun.LoadResult:
+    middle = heyrun.LoadResult()
+    for name in ("rps", "p50", "p99", "slowest"):
+        setattr(middle, name, statistics.median(getattr(r, name) for r in results))
+    for r in results:
+        for code, count in r.statuses.items():
+            middle.statuses[code] = middle.statuses.get(code, 0) + count
+        for message, count in r.errors.items():
+            middle.errors[message] = middle.errors.get(message, 0) + count
+    return middle
 
 
-def show(name: str, result: dict[str, float]) -> None:
-    print(f"  {name:<38} {result['rps']:6.0f} req/s  p50 {result['p50']:6.2f} ms  "
-          f"p99 {result['p99']:6.2f} ms  non-200: {result['errors']}")
+def show(name: str, result: heyrun.LoadResult) -> None:
+    print(f"  {name:<38} {result.rps:6.0f} req/s  p50 {result.p50:6.2f} ms  "
+          f"p99 {result.p99:6.2f} ms  non-200 or failed: "
+          f"{result.non_200 + result.failed_transport}")
 
 
 def start_allow_all(stack: ExitStack, directory: Path, worker_class: str = "gthread") -> str:
@@ -99,7 +101,7 @@ def compare(directory: Path, worker_class: str) -> None:
         show(f"[{worker_class}] /mutate-pods", mutate)
         show(f"[{worker_class}] allow-all baseline", allow)
         print(f"  [{worker_class}] mutate/allow-all throughput: "
-              f"{mutate['rps'] / allow['rps'] * 100:.0f}%")
+              f"{mutate.rps / allow.rps * 100:.0f}%")
         if worker_class == "gthread":
             paced = hey(url + "/mutate-pods", body, "-q", "25")
             show("[gthread] /mutate-pods at 8 x 25 req/s", paced)

@@ -70,6 +70,13 @@ def parse_review(body: Any) -> dict[str, Any]:
     for key in ("kind", "resource", "userInfo"):
         if key in request and not isinstance(request[key], Mapping):
             raise BadReview(f"request.{key}: must be an object")
+    for key in ("kind", "resource"):
+        for field_name, value in (request.get(key) or {}).items():
+            if not isinstance(value, str):
+                raise BadReview(f"request.{key}.{field_name}: must be a string")
+    username = (request.get("userInfo") or {}).get("username")
+    if username is not None and not isinstance(username, str):
+        raise BadReview("request.userInfo.username: must be a string")
     for key in ("object", "oldObject"):
         if request.get(key) is not None and not isinstance(request[key], Mapping):
             raise BadReview(f"request.{key}: must be an object or null")
@@ -306,7 +313,7 @@ def _untrusted(request: Mapping[str, Any], ctx: Context, problem: str) -> dict[s
         ctx.outcomes.append("unchecked-denied")
         return deny(request, 503, "ServiceUnavailable", message + "; retry shortly")
     ctx.outcomes.append("unchecked-allowed")
-    return allow(request, warnings=[_one_line(message)])
+    return allow(request, warnings=_warnings([message]))
 
 
 def _scale_response(request: Mapping[str, Any], ctx: Context,
