@@ -355,6 +355,14 @@ def test_create_rejects_bad_day_counts(tmp_path: Path, bad: str) -> None:
     assert not (tmp_path / "x").exists()
 
 
+def test_bad_names_are_refused_before_anything_is_written(tmp_path: Path) -> None:
+    result = certs_cli("create", "--out-dir", tmp_path / "x", "--extra-ip", "10.0.0.300")
+    assert result.returncode == 2 and "not an IP address" in result.stderr
+    assert_one_line_error(certs_cli("create", "--out-dir", tmp_path / "y", "--extra-name",
+                                    "two words"), "not a DNS name")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
 def test_create_errors_for_unwritable_directories(tmp_path: Path) -> None:
     a_file = tmp_path / "file"
     a_file.write_text("")
