@@ -11,6 +11,7 @@ import argparse
 import base64
 import contextlib
 import datetime as dt
+import ipaddress
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -146,11 +147,8 @@ def _write_secret(layout: Layout, name: str, namespace: str) -> None:
 
 
 def _names(service: str, namespace: str, extra_names: Sequence[str]) -> list[str]:
-    names = pki.service_dns_names(service, namespace)
-    for name in extra_names:
-        if name not in names:
-            names.append(name)
-    return names
+    """The Service's DNS names, then the extra ones; `PKIError` for an invalid name."""
+    return pki.check_dns_names([*pki.service_dns_names(service, namespace), *extra_names])
 
 
 def _add_naming_flags(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
@@ -166,10 +164,17 @@ def _add_naming_flags(parser: argparse.ArgumentParser, *, defaults: bool) -> Non
     parser.add_argument("--extra-name", action="append", default=[], metavar="NAME",
                         help="another DNS name for the certificate, e.g. localhost "
                         "(repeatable)")
-    parser.add_argument("--extra-ip", action="append", default=[], metavar="IP",
+    parser.add_argument("--extra-ip", action="append", default=[], metavar="IP", type=_ip,
                         help="an IP address for the certificate, e.g. 127.0.0.1 (repeatable)")
     parser.add_argument("--secret-name", default=DEFAULT_SECRET, metavar="NAME",
                         help=f"name of the Secret in secret.yaml (default: {DEFAULT_SECRET})")
+
+
+def _ip(text: str) -> str:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IP address") from None
 
 
 def _positive_days(text: str) -> int:
@@ -215,12 +220,12 @@ def add_create_parser(commands: argparse._SubParsersAction) -> None:
 
 def run_create(args: argparse.Namespace) -> int:
     layout = Layout(args.out_dir)
+    names = _names(args.service, args.namespace, args.extra_name)  # checked before any write
     _prepare_dir(layout.directory)
     for path in (layout.key, layout.cert):
         if path.exists() and not args.force:
             raise CertsError(f"{path} already exists; pass --force to replace the serving "
                              "key and certificate, or use `renew`")
-    names = _names(args.service, args.namespace, args.extra_name)
     ca_key_pem, ca_cert_pem = _create_or_reuse_ca(layout, args)
     key_pem, cert_pem = pki.generate_serving_cert(
         ca_key_pem, ca_cert_pem, names, args.extra_ip, days=args.days, key_type=args.key_type)

@@ -146,7 +146,8 @@ def _parse_ips(ip_addresses: Iterable[str]) -> list[ipaddress.IPv4Address | ipad
     return parsed
 
 
-def _check_dns_names(dns_names: Sequence[str]) -> list[str]:
+def check_dns_names(dns_names: Sequence[str]) -> list[str]:
+    """The names without duplicates; `PKIError` for one that cannot be a DNS name."""
     names: list[str] = []
     for name in dns_names:
         if not name or any(c.isspace() for c in name) or not name.isascii():
@@ -218,7 +219,7 @@ def generate_serving_cert(
     `key_pem` to certify an existing key (renewal without changing the key; `key_type` is
     then ignored); otherwise a new key of `key_type` is made.
     """
-    names = _check_dns_names(dns_names)
+    names = check_dns_names(dns_names)
     ips = _parse_ips(ip_addresses or [])
     if not names and not ips:
         raise PKIError("a serving certificate needs at least one DNS name or IP address")
@@ -384,7 +385,7 @@ def needs_renewal(
             return True, "the private key does not match the certificate"
     have_dns, have_ips = _sans(cert_pem)
     missing = [n for n in dns_names if n not in have_dns]
-    missing += [ip for ip in ip_addresses if str(ipaddress.ip_address(ip)) not in have_ips]
+    missing += [ip for ip in ip_addresses if str(_parse_ips([ip])[0]) not in have_ips]
     if missing:
         return True, f"the certificate does not name {', '.join(missing)}"
     end = cert.not_valid_after_utc

@@ -355,6 +355,14 @@ def test_create_rejects_bad_day_counts(tmp_path: Path, bad: str) -> None:
     assert not (tmp_path / "x").exists()
 
 
+def test_bad_names_are_refused_before_anything_is_written(tmp_path: Path) -> None:
+    result = certs_cli("create", "--out-dir", tmp_path / "x", "--extra-ip", "10.0.0.300")
+    assert result.returncode == 2 and "not an IP address" in result.stderr
+    assert_one_line_error(certs_cli("create", "--out-dir", tmp_path / "y", "--extra-name",
+                                    "two words"), "not a DNS name")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
 def test_create_errors_for_unwritable_directories(tmp_path: Path) -> None:
     a_file = tmp_path / "file"
     a_file.write_text("")
@@ -533,6 +541,25 @@ def test_inject_files_to_stdout_and_in_place(tmp_path: Path, created: Path) -> N
     result = certs_cli("inject", "--ca-file", created / "ca.crt", "--in-place", first)
     assert result.returncode == 0 and result.stdout == ""
     assert _bundles(list(yaml.safe_load_all(first.read_text()))) == [bundle] * 3
+
+
+def test_inject_accepts_a_bundle_of_two_cas_for_ca_rotation(tmp_path: Path) -> None:
+    old_ca, new_ca = pki.generate_ca(), pki.generate_ca()
+    bundle_file = tmp_path / "bundle.pem"
+    bundle_file.write_bytes(old_ca[1] + new_ca[1])
+    result = certs_cli("inject", "--ca-file", bundle_file, stdin=WEBHOOK_DOCS)
+    assert result.returncode == 0, result.stderr
+    [bundle, *_] = _bundles(list(yaml.safe_load_all(result.stdout)))
+    trusted = x509.load_pem_x509_certificates(base64.b64decode(bundle))
+    assert [c.subject for c in trusted] == [x509.load_pem_x509_certificate(p).subject
+                                             for p in (old_ca[1], new_ca[1])]
+    # During the overlap a certificate from either CA is trusted.
+    for ca in (old_ca, new_ca):
+        leaf = pki.generate_serving_cert(*ca, SERVICE_NAMES)
+        write_pair(tmp_path / "tls.key", leaf[0], tmp_path / "tls.crt", leaf[1])
+        ca_file = tmp_path / "trusted.pem"
+        ca_file.write_bytes(base64.b64decode(bundle))
+        tls_handshake(tmp_path / "tls.crt", tmp_path / "tls.key", ca_file, SERVICE_NAMES[0])
 
 
 def test_inject_errors(tmp_path: Path, created: Path) -> None:
@@ -1305,3 +1332,57 @@ def test_image_build_steps_install_the_package_with_its_data(tmp_path: Path) -> 
     for module in ("webhook", "certs"):
         assert run(PY, "-m", module, "--help", cwd=empty, env=env).returncode == 0, module
 
+
+
+# =========================================================================== docs/install.md
+
+
+def _doc_commands() -> list[list[str]]:
+    """Every shell command in docs/install.md: fenced sh blocks and inline `...` spans."""
+    text = (REPO / "docs" / "install.md").read_text()
+    snippets = []
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        joined = re.sub(r"\\\n\s*", " ", block)
+        snippets += [re.sub(r"\s#\s.*$", "", line).strip() for line in joined.splitlines()]
+    # Inline spans: the ones with flags are commands; `python -m certs create` alone is a name.
+    snippets += [span for span in re.findall(r"`((?:python|make|kubectl) [^`]+)`", text)
+                 if not span.startswith("python") or " --" in span]
+    commands = []
+    for snippet in filter(None, snippets):
+        for part in re.split(r"\s(?:\||&&)\s", snippet):
+            words = shlex.split(part)
+            if ">" in words:
+                words = words[:words.index(">")]
+            if words:
+                commands.append(words)
+    return commands
+
+
+def test_install_doc_commands_match_the_code() -> None:
+    from certs.cli import build_parser
+
+    commands = _doc_commands()
+    make_targets = set(re.findall(r"^([a-z-]+):", INSTALL_MK.read_text(), re.M))
+    make_targets |= set(re.findall(r"^([a-z-]+):", (REPO / "Makefile").read_text(), re.M))
+    seen = {"certs": 0, "make": 0, "paths": 0}
+    for words in commands:
+        if words[:3] == ["python", "-m", "certs"] and len(words) > 3:
+            try:
+                build_parser().parse_args(words[3:])
+            except SystemExit:
+                pytest.fail(f"docs/install.md: {' '.join(words)} does not parse")
+            seen["certs"] += 1
+        elif words[0] == "make":
+            targets = [w for w in words[1:] if "=" not in w]
+            assert set(targets) <= make_targets, words
+            seen["make"] += 1
+        for word in words:
+            if word.startswith("manifests/"):
+                assert (REPO / word).exists() or "mine" in word, word
+                seen["paths"] += 1
+    assert seen["certs"] >= 6 and seen["make"] >= 4 and seen["paths"] >= 4, seen
+    text = (REPO / "docs" / "install.md").read_text()
+    for needle in ("poolguard-webhook-tls", "poolguard.dev/skip", "/mutate-pods",
+                   "/mutate-bindings", "/validate-scale", "/validate-workloads",
+                   "cert-manager.io/inject-ca-from: poolguard/poolguard-webhook"):
+        assert needle in text, needle
