@@ -9,7 +9,14 @@ import factories as f
 import pytest
 import reviews
 
-from webhook.admission import BadReview, Context, parse_review, review_binding, review_scale
+from webhook.admission import (
+    BadReview,
+    Context,
+    parse_review,
+    review_binding,
+    review_pod_create,
+    review_scale,
+)
 from webhook.core.cluster import Snapshot
 from webhook.core.kube import parse_time_ns
 from webhook.core.policy import parse_policy
@@ -133,3 +140,21 @@ def test_negative_replicas_in_a_scale_is_a_bad_review():
     view, _ = cluster()
     with pytest.raises(BadReview, match=r"spec\.replicas"):
         review_scale(parse_review(body), context(view, policy()))
+
+
+def test_scale_to_zero_omits_replicas_and_is_judged_as_zero():
+    view, _ = cluster()
+    body = reviews.scale("deployments", "svc", 3, 0)
+    del body["request"]["object"]["spec"]["replicas"]  # autoscaling/v1 omits a zero
+    ctx = context(view, policy())
+    answer = review_scale(parse_review(body), ctx)
+    assert answer["allowed"] is True  # every pod goes: nothing survives outside protection
+    assert answer["auditAnnotations"]["victims"].count("svc-1-") == 3
+
+
+def test_skip_label_takes_a_pod_out_of_scope():
+    view, _ = cluster()
+    pod = f.pod("skipped", node_name="hyb-1", labels={"poolguard.dev/skip": "true"})
+    ctx = context(view, policy())
+    answer = review_pod_create(parse_review(reviews.pod_create(pod)), ctx)
+    assert "patch" not in answer and ctx.outcomes == ["not-governed"]

@@ -300,7 +300,8 @@ def review_scale(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
 def _replicas(obj: Any, where: str) -> int:
     value = spec_of(obj).get("replicas") if isinstance(obj, Mapping) else None
     if value is None:
-        return 1  # the API server defaults spec.replicas to 1
+        # autoscaling/v1 Scale omits replicas when it is 0; workloads default it to 1
+        return 0 if isinstance(obj, Mapping) and obj.get("kind") == "Scale" else 1
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise BadReview(f"{where}.spec.replicas: must be a non-negative integer")
     return value

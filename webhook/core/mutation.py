@@ -18,7 +18,7 @@ from .deletion_cost import (
     cost_set_by_hand,
     format_deletion_cost,
 )
-from .kube import annotations_of, labels_of, spec_of
+from .kube import annotations_of, spec_of
 from .policy import Policy
 from .selectors import selector_matches
 
@@ -26,6 +26,7 @@ SET = "set"          # write the cost
 UNCHANGED = "unchanged"  # already carries exactly what poolguard would write
 KEEP = "keep"        # someone else's value: never touched
 UNKNOWN_POOL = "unknown-pool"  # the node is not known yet
+SKIP_LABEL = "poolguard.dev/skip"  # break-glass: "true" takes one object out of scope
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,9 @@ class CostDecision:
 
 def is_governed(policy: Policy, namespace_labels: Mapping[str, str],
                 labels: Mapping[str, str]) -> bool:
-    """The policy's namespaceSelector and podSelector both select this pod (or template)."""
+    """The policy's selectors select this pod (or template), and it is not labelled to skip."""
+    if labels.get(SKIP_LABEL) == "true":
+        return False
     return (selector_matches(policy.namespace_selector, namespace_labels)
             and selector_matches(policy.pod_selector, labels))
 
@@ -127,6 +130,3 @@ def annotation_patch(obj: Mapping[str, Any], wanted: Mapping[str, str]) -> list[
                     "value": value})
     return ops
 
-
-def pod_labels(pod: Mapping[str, Any]) -> Mapping[str, str]:
-    return labels_of(pod)
