@@ -154,9 +154,9 @@ class FakeKubeAPI:
         self._cond = threading.Condition()
         self._store: dict[str, dict[tuple[str, str], Obj]] = {t.plural: {} for t in
                                                                RESOURCE_TYPES}
-        self._rv = 0
+        self._rv = 100  # like etcd, never "0" (which means "any version" to a watch)
         self._history: deque[_Event] = deque()
-        self._floor = 0  # a watch may start from any resourceVersion >= this
+        self._floor = self._rv  # a watch may start from any resourceVersion >= this
         self._watches: set[_Watch] = set()
         self._faults: list[_Fault] = []
         self._connections: set[socket.socket] = set()
@@ -831,3 +831,16 @@ def items_of(documents: Iterable[Mapping[str, Any]]) -> list[Obj]:
         else:
             objects.append(dict(doc))
     return objects
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 5.0, interval: float = 0.01,
+               message: str = "condition") -> Any:
+    """Poll `predicate` until it returns a truthy value (returned); AssertionError on timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
