@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import factories as f
 import pytest
-from kubeapi import FakeKubeAPI, wait_until
+import yaml
+from kubeapi import FakeKubeAPI, items_of, wait_until
 
-from webhook.kubeclient import api_client_from
-from webhook.live import LiveCluster
+from webhook.cli import main
+from webhook.kubeclient import KubeConfigError, api_client_from
+from webhook.live import LiveCluster, read_snapshot, snapshot_to_list
+from webhook.state import EXAMPLE_STATE, load_state
 
 
 @pytest.fixture
@@ -22,7 +27,7 @@ def api() -> Iterator[FakeKubeAPI]:
 
 
 @pytest.fixture
-def kubeconfig(api: FakeKubeAPI, tmp_path: Any) -> str:
+def kubeconfig(api: FakeKubeAPI, tmp_path: Path) -> str:
     return str(api.write_kubeconfig(tmp_path / "kubeconfig"))
 
 
@@ -166,3 +171,96 @@ def test_stop_interrupts_open_watches(api: FakeKubeAPI, cluster: LiveCluster) ->
     cluster.stop()
     assert time.monotonic() - began < 2
     wait_until(lambda: api.open_watches() == 0, message="watches to close")
+
+
+# ----- read_snapshot and live plan ------------------------------------------------------
+
+
+def load_example(api: FakeKubeAPI) -> None:
+    api.put(*items_of(yaml.safe_load_all(EXAMPLE_STATE.read_text())))
+
+
+PLAN_ARGS = ["--workload", "deploy/ml/llm-serve", "--replicas", "3",
+             "--now", "2026-01-31T12:00:00Z", "-o", "json"]
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_snapshot_round_trips_through_a_list(api: FakeKubeAPI, kubeconfig: str,
+                                            tmp_path: Path) -> None:
+    load_example(api)
+    snapshot = read_snapshot(api_client_from(kubeconfig))
+    assert all(item["kind"] and item["apiVersion"] for item in snapshot.items)
+    document = snapshot_to_list(snapshot)
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump(document))
+    again = load_state(path)
+    assert sorted(p["metadata"]["name"] for p in again.all_pods()) == sorted(
+        p["metadata"]["name"] for p in snapshot.all_pods())
+    assert snapshot.counts == again.counts
+
+
+def test_live_plan_matches_the_state_file_and_save_state_round_trips(
+        api: FakeKubeAPI, kubeconfig: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    load_example(api)
+    saved = tmp_path / "saved.yaml"
+    code, from_file, _ = run_cli(capsys, "plan", "--state", str(EXAMPLE_STATE), *PLAN_ARGS)
+    assert code == 0
+    code, live, err = run_cli(capsys, "plan", "--kubeconfig", kubeconfig,
+                              "--save-state", str(saved), *PLAN_ARGS)
+    assert (code, err) == (0, "")
+    assert json.loads(live) == json.loads(from_file)
+    assert live == from_file
+    assert saved.read_text().startswith("# Cluster state read from http://127.0.0.1:")
+    code, from_saved, _ = run_cli(capsys, "plan", "--state", str(saved), *PLAN_ARGS)
+    assert (code, from_saved) == (0, from_file)
+    assert api.write_count() == 0  # plan only reads
+
+
+def test_kubeconfig_resolution(api: FakeKubeAPI, tmp_path: Path,
+                               monkeypatch: pytest.MonkeyPatch,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    load_example(api)
+    config: dict[str, Any] = json.loads(api.write_kubeconfig(tmp_path / "one").read_text())
+    config["clusters"].append({"name": "dead", "cluster": {"server": "http://127.0.0.1:1"}})
+    config["contexts"].append({"name": "dead", "context": {"cluster": "dead", "user": "fake"}})
+    config["current-context"] = "dead"
+    (tmp_path / "two").write_text(json.dumps(config))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "two"))
+    code, out, _ = run_cli(capsys, "plan", "--context", "fake", *PLAN_ARGS)
+    assert code == 0 and json.loads(out)["workload"]["name"] == "llm-serve"
+    code, _, err = run_cli(capsys, "plan", *PLAN_ARGS)
+    assert code == 2
+    assert err.startswith("error: cannot reach the API server at http://127.0.0.1:1: ")
+    assert err.count("\n") == 1
+    code, _, err = run_cli(capsys, "plan", "--context", "nope", *PLAN_ARGS)
+    assert code == 2 and "nope" in err and err.count("\n") == 1
+    monkeypatch.delenv("KUBECONFIG")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(KubeConfigError, match="in-cluster"):
+        api_client_from()
+    code, _, err = run_cli(capsys, "plan", "--kubeconfig", str(tmp_path / "missing"),
+                           *PLAN_ARGS)
+    assert code == 2 and "no such file" in err
+
+
+def test_state_and_live_flags_do_not_mix(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "plan", "--state", str(EXAMPLE_STATE), "--kubeconfig", "x",
+                           *PLAN_ARGS)
+    assert code == 2 and "--state" in err
+
+
+def test_live_plan_reports_api_errors_in_one_line(api: FakeKubeAPI, kubeconfig: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    api.fail(403, path_contains="/pods")
+    code, _, err = run_cli(capsys, "plan", "--kubeconfig", kubeconfig, *PLAN_ARGS)
+    assert code == 2
+    assert err.startswith(f"error: reading the cluster from the API server at {api.url}: "
+                          "GET /api/v1/pods: HTTP 403")
+    assert err.count("\n") == 1
