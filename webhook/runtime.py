@@ -23,7 +23,7 @@ log = logging.getLogger("poolguard")
 class Settings:
     """Operational knobs of `serve`, with their defaults."""
 
-    max_staleness_seconds: float = 60.0  # a cache older than this is not trusted
+    max_staleness_seconds: float = 120.0  # a cache older than this is not trusted
     fail_closed: bool = False  # when the cache is not trusted: deny (True) or allow scale-downs
     policy_check_seconds: float = 5.0  # how often the policy file is checked for changes
 

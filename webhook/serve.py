@@ -149,9 +149,12 @@ def build_runtime(args: argparse.Namespace) -> Any:
     settings = Settings(max_staleness_seconds=args.max_staleness, fail_closed=args.fail_closed)
     if args.state:
         return Runtime(policy, load_state(args.state), settings)
-    from .live import LiveCluster, api_client_from
+    from .kubeclient import api_client_from
+    from .live import LiveCluster
 
-    view = LiveCluster(api_client_from(args.kubeconfig, args.context))
+    # Watches are re-opened every minute, so even a quiet resource is heard from well
+    # inside the default staleness bound.
+    view = LiveCluster(api_client_from(args.kubeconfig, args.context), watch_timeout=60)
     view.start()
     return Runtime(policy, view, settings)
 
@@ -181,9 +184,9 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
     source.add_argument("--kubeconfig", metavar="FILE",
                         help="kubeconfig for the live cluster (default: in-cluster config)")
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
-    parser.add_argument("--max-staleness", type=float, default=60.0, metavar="SECONDS",
+    parser.add_argument("--max-staleness", type=float, default=120.0, metavar="SECONDS",
                         help="a cache not heard from the API for longer is not trusted for "
-                        "scale checks (default 60)")
+                        "scale checks (default 120)")
     parser.add_argument("--fail-closed", action="store_true",
                         help="deny scale-downs that cannot be checked (stale cache, unknown "
                         "workload); default: allow them with a warning")
