@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import factories as f
@@ -108,3 +109,20 @@ def test_fail_closed_denies_unchecked_scale_downs(tmp_path, api):
         pod_answer = session.post(url + "/mutate-pods", timeout=5, json=reviews.pod_create(
             f.pod("p", node_name="gpu-inf-1"))).json()["response"]
         assert pod_answer["allowed"] is True
+
+
+def test_binding_that_outruns_the_pod_watch_event_still_gets_its_cost(tmp_path, api):
+    kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+    with running_server(tmp_path, "--kubeconfig", str(kubeconfig), workers=1) as (url, ca, _):
+        session = session_for(ca)
+        assert wait_for(lambda: session.get(url + "/readyz", timeout=5).status_code == 200)
+        late = f.pod("just-created", node_name=None)
+        timer = threading.Timer(0.05, api.put, args=(late,))
+        timer.start()  # the pod reaches the API 50 ms after the scheduler's Binding is sent
+        response = session.post(url + "/mutate-bindings", timeout=5, json=reviews.binding(
+            "just-created", "gpu-hyb-1")).json()["response"]
+        timer.join()
+        assert "patch" in response
+        missing = session.post(url + "/mutate-bindings", timeout=5, json=reviews.binding(
+            "never-created", "gpu-hyb-1")).json()["response"]
+        assert missing["allowed"] is True and "patch" not in missing

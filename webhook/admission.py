@@ -46,6 +46,8 @@ class Context:
     # Why the cluster view cannot be trusted right now (stale cache), or None.
     view_problem: Callable[[], str | None] = lambda: None
     fail_closed: bool = False  # deny scale-downs when the view cannot be trusted
+    # Looks a pod up; a live runtime waits briefly for a pod its watch has not seen yet.
+    find_pod: Callable[[str, str], Mapping[str, Any] | None] | None = None
     outcomes: list[str] = field(default_factory=list)  # metric labels the decision adds
 
 
@@ -233,7 +235,7 @@ def review_binding(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
         raise BadReview("request.object.target.name: a Binding needs its target node")
     namespace = request.get("namespace") or ""
     pod_name = request.get("name") or (binding.get("metadata") or {}).get("name") or ""
-    pod = ctx.view.pod(namespace, pod_name)
+    pod = (ctx.find_pod or ctx.view.pod)(namespace, pod_name)
     if pod is None:
         ctx.outcomes.append("pod-unknown")  # the reconciler sets the cost once it sees it
         return allow(request)

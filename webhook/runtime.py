@@ -26,6 +26,8 @@ class Settings:
     max_staleness_seconds: float = 120.0  # a cache older than this is not trusted
     fail_closed: bool = False  # when the cache is not trusted: deny (True) or allow scale-downs
     policy_check_seconds: float = 5.0  # how often the policy file is checked for changes
+    # A Binding can reach us before the pod's watch event: wait this long for the pod.
+    pod_wait_seconds: float = 0.25
 
 
 class PolicyHolder:
@@ -89,7 +91,19 @@ class Runtime:
             self._next_policy_check = now + self.settings.policy_check_seconds
             self.policy.refresh()
         return Context(policy=self.policy.policy, view=self.view, now_ns=time.time_ns,
-                       view_problem=self.view_problem, fail_closed=self.settings.fail_closed)
+                       view_problem=self.view_problem, fail_closed=self.settings.fail_closed,
+                       find_pod=self.find_pod)
+
+    def find_pod(self, namespace: str, name: str) -> Any:
+        """The pod from the view; a live view gets a moment to catch up with a new pod."""
+        pod = self.view.pod(namespace, name)
+        if pod is not None or not hasattr(self.view, "staleness_seconds"):
+            return pod  # a state file never changes: no point waiting
+        deadline = time.monotonic() + self.settings.pod_wait_seconds
+        while pod is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+            pod = self.view.pod(namespace, name)
+        return pod
 
     def view_problem(self) -> str | None:
         """Why the cluster view cannot be trusted now, or None (a state file always can)."""
