@@ -91,7 +91,11 @@ def test_governed_selectors():
     assert is_governed(POLICY, {}, {})  # empty selectors select everything
 
 
-keys = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20)
+# annotation keys, with JSON Pointer's special characters '/' and '~' over-represented
+keys = st.text(st.sampled_from("ab/~01.-") | st.characters(blacklist_categories=("Cs",)),
+               min_size=1, max_size=20) | st.sampled_from([
+                   "controller.kubernetes.io/pod-deletion-cost", "poolguard.dev/pool",
+                   "~1", "~0", "a/b~c", "/", "~"])
 values = st.text(max_size=20)
 
 
