@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .core.assessment import Assessment, assess_scale
-from .core.cluster import ClusterView
+from .core.cluster import WORKLOAD_RESOURCES, ClusterView
 from .core.deletion_cost import (
     DELETION_COST_ANNOTATION,
     InvalidDeletionCost,
@@ -26,8 +26,6 @@ from .core.mutation import SET, annotation_patch, decide_cost, is_governed, pinn
 from .core.policy import Policy
 
 API_VERSION = "admission.k8s.io/v1"
-WORKLOAD_RESOURCES = {"deployments": "Deployment", "replicasets": "ReplicaSet",
-                      "statefulsets": "StatefulSet"}
 MAX_WARNING_LENGTH = 120  # what kubectl shows comfortably on one line
 MAX_WARNINGS_TOTAL = 4096  # the API server's limit on all warnings of a response
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from kubernetes import client
 
-from .core.cluster import Snapshot
+from .core.cluster import RESOURCE_OF_KIND, Snapshot
 from .core.kube import labels_of, name_of, namespace_of
 from .kubeclient import ApiError, describe_error, iter_json_lines, open_stream, request_json
 
@@ -176,8 +176,7 @@ class LiveCluster:
         return labels_of(namespace) if namespace else {}
 
     def workload(self, kind: str, namespace: str, name: str) -> Obj | None:
-        resource = {"Deployment": "deployments", "ReplicaSet": "replicasets",
-                    "StatefulSet": "statefulsets"}.get(kind)
+        resource = RESOURCE_OF_KIND.get(kind)
         return self._get(resource, namespace, name) if resource else None
 
     def _list_in(self, resource: str, namespace: str) -> list[Obj]:

@@ -9,7 +9,7 @@ from typing import Any
 from .cluster import ClusterView
 from .policy import Policy
 from .prediction import ScalePrediction, predict_scale
-from .verdict import Verdict, evaluate, placement, worst_case_victims
+from .verdict import Verdict, evaluate, protection, worst_case_victims
 
 
 @dataclass
@@ -33,16 +33,14 @@ def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
 
 def removes_protected(view: ClusterView, policy: Policy, prediction: ScalePrediction) -> bool:
     """True when the worst case of `prediction` deletes a pod on a protected pool."""
-    def protected(pod: Any) -> bool:
-        return placement(policy, view.node, pod).protected
+    protected = protection(policy, view.node)
     return any(protected(p) for p in worst_case_victims(prediction, protected))
 
 
 def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
                            prediction: ScalePrediction, now_ns: int | None) -> int | None:
     """The lowest count in [to, current] whose scale-down removes no protected pod."""
-    def protected(pod: Any) -> bool:
-        return placement(policy, view.node, pod).protected
+    protected = protection(policy, view.node)
 
     if prediction.prefix_order is not None:
         order = prediction.prefix_order

@@ -12,7 +12,11 @@ from typing import Any, Protocol
 
 from .kube import labels_of, name_of, namespace_of
 
-WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet")
+# The apps/v1 workloads whose scale-downs poolguard predicts, by resource (URL plural).
+WORKLOAD_RESOURCES = {"deployments": "Deployment", "replicasets": "ReplicaSet",
+                      "statefulsets": "StatefulSet"}
+WORKLOAD_KINDS = tuple(WORKLOAD_RESOURCES.values())
+RESOURCE_OF_KIND = {kind: resource for resource, kind in WORKLOAD_RESOURCES.items()}
 KIND_ALIASES = {
     "deployment": "Deployment", "deployments": "Deployment", "deploy": "Deployment",
     "replicaset": "ReplicaSet", "replicasets": "ReplicaSet", "rs": "ReplicaSet",

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from .kube import go_parse_int
+
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 # poolguard's marker: the cost value poolguard wrote. A cost that differs from it (or has
 # no marker) was set by someone else and is never overwritten.
@@ -16,7 +18,6 @@ MANAGED_COST_ANNOTATION = "poolguard.dev/managed-deletion-cost"
 POOL_ANNOTATION = "poolguard.dev/pool"
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
-_ASCII_DIGITS = frozenset("0123456789")
 
 
 class InvalidDeletionCost(ValueError):
@@ -43,22 +44,7 @@ def parse_deletion_cost(value: str) -> int | None:
     """Return the int32 value of `value`, or None when Kubernetes rejects it."""
     if not _valid_first_digit(value):
         return None
-    digits = value[1:] if value[0] == "-" else value
-    # strconv.ParseInt accepts only ASCII digits after an optional sign in base 10.
-    if not digits or not _ASCII_DIGITS.issuperset(digits):
-        return None
-    # Leading zeros after "-" are legal ("-007" is -7), so strip them before the length
-    # check; anything longer than 10 digits is out of range, and int() of a huge digit
-    # string would raise (Python's 4300-digit limit) instead of returning None.
-    significant = digits.lstrip("0") or "0"
-    if len(significant) > 10:
-        return None
-    number = int(significant)
-    if value[0] == "-":
-        number = -number
-    if number < INT32_MIN or number > INT32_MAX:
-        return None
-    return number
+    return go_parse_int(value, 32)
 
 
 def is_valid_deletion_cost(value: str) -> bool:

@@ -78,3 +78,27 @@ def replicas_of(obj: Obj, default: int = 1) -> int:
     """`spec.replicas`, defaulted to 1 as the API server does."""
     value = spec_of(obj).get("replicas")
     return default if value is None else int(value)
+
+
+_ASCII_DIGITS = frozenset("0123456789")
+
+
+def go_parse_int(text: str, bits: int = 64, signed: bool = True) -> int | None:
+    """strconv.ParseInt(text, 10, bits) (or ParseUint when not `signed`); None on error.
+
+    Go takes an optional sign (ParseInt only) and ASCII digits, no spaces or
+    underscores in base 10; Python's int() accepts all of those, so it is not used
+    unguarded. Leading zeros are fine ("-007" is -7).
+    """
+    if not isinstance(text, str):
+        return None
+    negative = signed and text[:1] == "-"
+    digits = text[1:] if signed and text[:1] in ("+", "-") else text
+    if not digits or not _ASCII_DIGITS.issuperset(digits):
+        return None
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > 20:  # beyond any 64-bit value; int() of huge strings would raise
+        return None
+    number = -int(significant) if negative else int(significant)
+    low, high = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
+    return number if low <= number <= high else None

@@ -17,6 +17,7 @@ from .cluster import ClusterView
 from .kube import (
     annotations_of,
     controller_ref,
+    go_parse_int,
     labels_of,
     meta,
     name_of,
@@ -32,6 +33,7 @@ from .ranking import (
     RankedPod,
     TieGroup,
     is_pod_active,
+    possible_victims,
     predict_deletions,
     ranked_pod,
 )
@@ -42,7 +44,6 @@ DESIRED_REPLICAS_ANNOTATION = "deployment.kubernetes.io/desired-replicas"
 POD_TEMPLATE_HASH_LABEL = "pod-template-hash"
 _STATEFUL_POD_NAME = re.compile(r"^(.*)-([0-9]+)\Z")
 _DEFAULT_SURGE = "25%"
-_ASCII_DIGITS = frozenset("0123456789")
 _INT32_MAX = 2**31 - 1
 
 
@@ -67,14 +68,9 @@ class ScalePrediction:
     prefix_order: list[RankedPod] | None = None
 
     @property
-    def is_scale_down(self) -> bool:
-        return bool(self.victims)
-
-    @property
     def possible_victims(self) -> list[RankedPod]:
         """Survivors that might be removed instead of a predicted victim."""
-        victims = {id(p) for p in self.victims}
-        return [p for g in self.tie_groups for p in g.members if id(p) not in victims]
+        return possible_victims(self.victims, self.tie_groups)
 
 
 def predict_scale(
@@ -111,13 +107,9 @@ def _empty_prediction(workload: Mapping[str, Any], to_replicas: int) -> ScalePre
 
 
 def _is_controlled_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
-    """Controller reference points at `owner` (by UID when both have one, else by name)."""
-    ref = controller_ref(obj)
-    if ref is None:
-        return False
-    if ref.get("uid") and uid_of(owner):
-        return ref["uid"] == uid_of(owner)
-    return ref.get("kind") == owner.get("kind") and ref.get("name") == name_of(owner)
+    """Controller reference points at `owner`."""
+    return _same_controller(obj, {"uid": uid_of(owner), "kind": owner.get("kind"),
+                                  "name": name_of(owner)})
 
 
 def owned_objects(candidates: Sequence[Mapping[str, Any]],
@@ -149,6 +141,7 @@ def related_pods(view: ClusterView, replicaset: Mapping[str, Any]) -> list[Mappi
 
 
 def _same_controller(obj: Mapping[str, Any], ref: Mapping[str, Any]) -> bool:
+    """`obj`'s controller is the one `ref` names: by UID when both have one, else by name."""
     other = controller_ref(obj)
     if other is None:
         return False
@@ -333,14 +326,8 @@ def non_negative_int32_annotation(obj: Mapping[str, Any], key: str) -> int | Non
 
     None when absent or invalid (no sign, no spaces, ASCII digits only).
     """
-    value = annotations_of(obj).get(key)
-    if not isinstance(value, str) or not value or not _ASCII_DIGITS.issuperset(value):
-        return None
-    significant = value.lstrip("0") or "0"
-    if len(significant) > 10:
-        return None
-    number = int(significant)
-    return number if number <= _INT32_MAX else None
+    number = go_parse_int(annotations_of(obj).get(key), 32, signed=False)
+    return number if number is not None and number <= _INT32_MAX else None
 
 
 def _is_rolling_update(deployment: Mapping[str, Any]) -> bool:
@@ -395,24 +382,11 @@ def scaled_int_or_percent(value: int | str | None, total: int, round_up: bool) -
     text = str(value)
     if not text.endswith("%"):
         raise ValueError(f"invalid value for IntOrString: {text!r} is not a percentage")
-    percent = _go_atoi(text[:-1])
+    percent = go_parse_int(text[:-1])
     if percent is None:
         raise ValueError(f"invalid value for IntOrString: {text!r}")
     scaled = float(percent) * float(total) / 100
     return math.ceil(scaled) if round_up else math.floor(scaled)
-
-
-def _go_atoi(text: str) -> int | None:
-    """strconv.Atoi on a 64-bit platform: optional sign, ASCII digits, int64 range."""
-    negative = text[:1] == "-"
-    digits = text[1:] if text[:1] in ("+", "-") else text
-    if not digits or not _ASCII_DIGITS.issuperset(digits):
-        return None
-    significant = digits.lstrip("0") or "0"
-    if len(significant) > 19:
-        return None
-    number = -int(significant) if negative else int(significant)
-    return number if -(2**63) <= number <= 2**63 - 1 else None
 
 
 def find_new_replicaset(deployment: Mapping[str, Any],
@@ -485,7 +459,4 @@ def stateful_ordinal(pod_name: str, set_name: str) -> int | None:
         return None
     # getParentNameAndOrdinal: strconv.ParseInt(ordinal, 10, 32); on error the ordinal is
     # -1 and the controller ignores the pod.
-    digits = match.group(2).lstrip("0") or "0"
-    if len(digits) > 10 or int(digits) > _INT32_MAX:
-        return None
-    return int(digits)
+    return go_parse_int(match.group(2), 32)

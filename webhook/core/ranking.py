@@ -45,11 +45,6 @@ def ready_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
-def is_pod_ready(pod: Mapping[str, Any]) -> bool:
-    condition = ready_condition(pod)
-    return condition is not None and condition.get("status") == "True"
-
-
 def max_restarts(pod: Mapping[str, Any]) -> tuple[int, int]:
     """(regular, sidecar) maximum restart counts, as controller.maxContainerRestarts."""
     status = pod.get("status") or {}
@@ -301,8 +296,13 @@ class Deletion:
     @property
     def possible_victims(self) -> list[RankedPod]:
         """Survivors that might be removed instead of a predicted victim."""
-        victim_ids = {id(p) for p in self.victims}
-        return [p for g in self.tie_groups for p in g.members if id(p) not in victim_ids]
+        return possible_victims(self.victims, self.tie_groups)
+
+
+def possible_victims(victims: list[RankedPod], tie_groups: list[TieGroup]) -> list[RankedPod]:
+    """Members of the tie groups that are not predicted victims."""
+    victim_ids = {id(p) for p in victims}
+    return [p for g in tie_groups for p in g.members if id(p) not in victim_ids]
 
 
 def _cut_tie_group(ordered: list[RankedPod], cut: int,

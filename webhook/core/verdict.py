@@ -35,10 +35,6 @@ class Verdict:
     warnings: list[str] = field(default_factory=list)
     safe_replicas: int | None = None  # smallest count that removes no protected pod
 
-    @property
-    def compliant(self) -> bool:
-        return not self.violations
-
 
 @dataclass(frozen=True)
 class PodPlacement:
@@ -53,6 +49,13 @@ def placement(policy: Policy, node_lookup: NodeLookup, pod: RankedPod) -> PodPla
     node = node_lookup(pod.node_name) if pod.node_name else None
     pool = policy.pool_of_node(node)
     return PodPlacement(pod.node_name, pool, bool(pod.node_name) and policy.is_protected(pool))
+
+
+def protection(policy: Policy, node_lookup: NodeLookup) -> Callable[[RankedPod], bool]:
+    """A predicate: does this pod run on a protected pool?"""
+    def protected(pod: RankedPod) -> bool:
+        return placement(policy, node_lookup, pod).protected
+    return protected
 
 
 def worst_case_victims(prediction: ScalePrediction,
