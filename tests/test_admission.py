@@ -16,6 +16,7 @@ from webhook.admission import (
     review_binding,
     review_pod_create,
     review_scale,
+    review_workload,
 )
 from webhook.core.cluster import Snapshot
 from webhook.core.kube import parse_time_ns
@@ -158,3 +159,66 @@ def test_skip_label_takes_a_pod_out_of_scope():
     ctx = context(view, policy())
     answer = review_pod_create(parse_review(reviews.pod_create(pod)), ctx)
     assert "patch" not in answer and ctx.outcomes == ["not-governed"]
+
+
+def test_fail_closed_holds_before_the_governed_check():
+    # unsynced view, a namespace selector, and a workload UPDATE whose Deployment the
+    # cache has not seen: still an unchecked scale-down, so fail-closed denies it
+    view = Snapshot([])
+    deploy = f.deployment("svc", replicas=3)
+    fewer = copy.deepcopy(deploy)
+    fewer["spec"]["replicas"] = 1
+    ctx = context(view, policy(namespaceSelector={"matchLabels": {"team": "ml"}}),
+                  view_problem=lambda: "the cluster cache has not synced yet", fail_closed=True)
+    answer = review_scale(parse_review(reviews.workload_update(deploy, fewer)), ctx)
+    assert answer["allowed"] is False and answer["status"]["code"] == 503
+
+
+def test_warn_mode_keeps_the_whole_message_and_the_fix():
+    view, _ = cluster()
+    answer = review_scale(scale_request(), context(view, policy(scaleDown={"enforcement": "warn"})))
+    text = " ".join(w.removeprefix("... ") for w in answer["warnings"])
+    assert "svc-1-c (node hyb-1, pool hybrid)" in text  # the surviving hybrid pod
+    assert "poolguard fix:" in text and "lower deletion cost" in text
+    assert all(len(w) <= 120 and "\n" not in w for w in answer["warnings"])
+
+
+def test_denial_carries_the_hints_as_warnings():
+    view, _ = cluster()
+    answer = review_scale(scale_request(), context(view, policy()))
+    assert answer["allowed"] is False
+    assert any("reconcile" in w for w in answer["warnings"])
+
+
+def test_template_update_may_change_an_already_invalid_cost():
+    deploy = f.deployment("svc", replicas=3)
+    deploy["spec"]["template"]["metadata"]["annotations"] = {reviews_cost(): "abc"}
+    changed = copy.deepcopy(deploy)
+    changed["spec"]["template"]["metadata"]["annotations"] = {reviews_cost(): "abcd"}
+    view, _ = cluster()
+    ctx = context(view, policy())
+    answer = review_workload(parse_review(reviews.workload_update(deploy, changed)), ctx)
+    assert answer["allowed"] is True  # as the API server's AllowInvalidPodDeletionCost
+    valid = copy.deepcopy(deploy)
+    valid["spec"]["template"]["metadata"]["annotations"] = {reviews_cost(): "5"}
+    broken = copy.deepcopy(deploy)
+    broken["spec"]["template"]["metadata"]["annotations"] = {reviews_cost(): "05"}
+    answer = review_workload(parse_review(reviews.workload_update(valid, broken)), ctx)
+    assert answer["allowed"] is False and answer["status"]["code"] == 422
+
+
+def reviews_cost() -> str:
+    return "controller.kubernetes.io/pod-deletion-cost"
+
+
+def test_statefulset_advice_does_not_talk_about_deletion_cost():
+    sts = f.statefulset("kv", replicas=3)
+    pods = [f.pod(f"kv-{i}", node_name=node, owner=sts)
+            for i, node in enumerate(["hyb-1", "inf-1", "inf-1"])]
+    view = Snapshot([sts, *NODES, *pods])
+    answer = review_scale(parse_review(reviews.scale("statefulsets", "kv", 3, 2)),
+                          context(view, policy()))
+    message = answer["status"]["message"]
+    assert "kv-2" in message and "highest ordinals" in message
+    assert "deletion cost" not in message
+    assert not any("deletion cost" in w for w in answer.get("warnings", []))

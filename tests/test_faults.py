@@ -108,13 +108,13 @@ def test_invalid_policy_replacement_keeps_the_last_good_policy(tmp_path):
         session = requests.Session()
         session.verify, session.trust_env = str(ca), False
         policy.write_text("pools:\n  - name: inference\n    deletionCost: lots\n")
-        time.sleep(5.5)  # the policy file is checked at most every 5 s, on requests
+        time.sleep(5.5)  # the policy file is checked at most every 5 s
+        ready = session.get(url + "/readyz", timeout=5).json()  # a probe alone notices
+        assert ready["policy"] == "stale"
+        assert "pools[0].deletionCost" in ready["policyError"]
         body = reviews.scale("deployments", "llm-serve", 6, 3)
         answer = session.post(url + "/validate-scale", json=body, timeout=10).json()
         assert answer["response"]["allowed"] is False  # still enforcing the last good policy
-        ready = session.get(url + "/readyz", timeout=5).json()
-        assert ready["policy"] == "stale"
-        assert "pools[0].deletionCost" in ready["policyError"]
         metrics = session.get(url + "/metrics", timeout=5).text
         assert "poolguard_policy_reload_errors_total 1.0" in metrics
         # a corrected file is picked up again

@@ -149,6 +149,20 @@ def test_hostile_annotation_values(client, value, key):
         assert response["allowed"] is is_valid_deletion_cost(value)
 
 
+def test_deeply_nested_old_object_is_a_4xx(client):
+    deployment = f.deployment("not-cached", replicas=3)
+    fewer = copy.deepcopy(deployment)
+    fewer["spec"]["replicas"] = 1
+    nested: dict = {}
+    for _ in range(900):
+        nested = {"x": nested}
+    deployment["spec"]["template"]["spec"] = nested
+    body = reviews.workload_update(deployment, fewer)
+    answer = client.post("/validate-scale", data=json.dumps(body),
+                         content_type="application/json")
+    check_answer(answer.status_code, answer.content_type, answer.data, body)
+
+
 def corpus() -> list[tuple[str, bytes, str]]:
     review = reviews.pod_create(f.pod("p", node_name="gpu-hyb-1"))
     text = json.dumps(review).encode()

@@ -155,3 +155,25 @@ def test_multi_document_state(tmp_path):
                   "-o", "json", "--now", NOW)
     assert result.returncode == 0, result.stderr
     assert [v["name"] for v in json.loads(result.stdout)["victims"]] == ["kv-cache-2"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("creationTimestamp", "yesterday", "metadata.creationTimestamp: 'yesterday' is not"),
+        ("replicas", "six", "spec.replicas: must be an integer"),
+    ],
+)
+def test_state_with_a_badly_typed_field_names_it(tmp_path, field, value, expected):
+    state = yaml.safe_load(EXAMPLE_STATE.read_text())
+    deployment = next(o for o in state["items"] if o["kind"] == "Deployment")
+    if field == "replicas":
+        deployment["spec"]["replicas"] = value
+    else:
+        deployment["metadata"][field] = value
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump(state))
+    result = plan("--state", str(path), "--workload", "deploy/ml/llm-serve", "--replicas", "1")
+    assert result.returncode == 2
+    assert expected in result.stderr and "Deployment ml/llm-serve" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

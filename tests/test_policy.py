@@ -85,3 +85,9 @@ def test_policy_file_errors_name_the_file(tmp_path):
         load_policy(path)
     with pytest.raises(PolicyError, match="no such file"):
         load_policy(tmp_path / "missing.yaml")
+
+
+def test_percentage_with_a_trailing_newline_is_refused():
+    with pytest.raises(PolicyError, match="minProtectedReplicas"):
+        parse_policy({"pools": [{"name": "a", "deletionCost": 1}],
+                      "scaleDown": {"minProtectedReplicas": "50%\n"}})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,10 +21,12 @@ from .core.deletion_cost import (
     InvalidDeletionCost,
     check_deletion_cost,
     go_quote,
+    is_valid_deletion_cost,
 )
 from .core.kube import annotations_of, labels_of, replicas_of, spec_of
 from .core.mutation import SET, annotation_patch, decide_cost, is_governed, pinned_pool
 from .core.policy import Policy
+from .core.shape import ShapeError, check_object_shape
 
 API_VERSION = "admission.k8s.io/v1"
 MAX_WARNING_LENGTH = 120  # what kubectl shows comfortably on one line
@@ -113,62 +116,15 @@ def _object(request: Mapping[str, Any], what: str) -> Mapping[str, Any]:
     obj = request.get("object")
     if not isinstance(obj, Mapping):
         raise BadReview(f"request.object: missing; a {what} review needs the object")
-    check_shape(obj, "request.object")
+    _check_shape(obj, "request.object")
     return obj
 
 
-def check_shape(obj: Mapping[str, Any], where: str) -> None:
-    """BadReview naming the first field that poolguard reads and that has the wrong type."""
-    metadata = _mapping(obj, "metadata", where)
-    for key in ("labels", "annotations"):
-        _string_map(metadata, key, f"{where}.metadata")
-    spec = _mapping(obj, "spec", where)
-    _typed(spec, "nodeName", str, f"{where}.spec")
-    _string_map(spec, "nodeSelector", f"{where}.spec")
-    affinity = _mapping(spec, "affinity", f"{where}.spec")
-    node_affinity = _mapping(affinity, "nodeAffinity", f"{where}.spec.affinity")
-    required = _mapping(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution",
-                        f"{where}.spec.affinity.nodeAffinity")
-    terms_where = f"{where}.spec.affinity.nodeAffinity.requiredDuring...Execution"
-    for i, term in enumerate(_list(required, "nodeSelectorTerms", terms_where)):
-        term_where = f"{terms_where}.nodeSelectorTerms[{i}]"
-        if not isinstance(term, Mapping):
-            raise BadReview(f"{term_where}: must be an object")
-        for j, expr in enumerate(_list(term, "matchExpressions", term_where)):
-            expr_where = f"{term_where}.matchExpressions[{j}]"
-            if not isinstance(expr, Mapping):
-                raise BadReview(f"{expr_where}: must be an object")
-            for values in (_list(expr, "values", expr_where),):
-                if not all(isinstance(v, str) for v in values):
-                    raise BadReview(f"{expr_where}.values: must be strings")
-    template = _mapping(spec, "template", f"{where}.spec")
-    template_metadata = _mapping(template, "metadata", f"{where}.spec.template")
-    for key in ("labels", "annotations"):
-        _string_map(template_metadata, key, f"{where}.spec.template.metadata")
-
-
-def _typed(parent: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
-    value = parent.get(key)
-    if value is not None and not isinstance(value, kind):
-        raise BadReview(f"{where}.{key}: must be {_KIND_NAMES[kind]}")
-    return value
-
-
-def _mapping(parent: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
-    return _typed(parent, key, Mapping, where) or {}
-
-
-def _list(parent: Mapping[str, Any], key: str, where: str) -> list[Any]:
-    return _typed(parent, key, list, where) or []
-
-
-def _string_map(parent: Mapping[str, Any], key: str, where: str) -> None:
-    value = _mapping(parent, key, where)
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise BadReview(f"{where}.{key}: must map names to strings")
-
-
-_KIND_NAMES = {str: "a string", Mapping: "an object", list: "a list"}
+def _check_shape(obj: Mapping[str, Any], where: str) -> None:
+    try:
+        check_object_shape(obj, where)
+    except ShapeError as err:
+        raise BadReview(str(err)) from None
 
 
 def _is(request: Mapping[str, Any], resource: str, sub_resource: str = "") -> bool:
@@ -270,7 +226,7 @@ def review_scale(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
         return allow(request)
     new, old = _object(request, "scale"), request.get("oldObject")
     if isinstance(old, Mapping):
-        check_shape(old, "request.oldObject")
+        _check_shape(old, "request.oldObject")
     to_replicas = _replicas(new, "request.object")
     namespace, name = request.get("namespace") or "", request.get("name") or ""
     # The cache's copy is the API server's own; an UPDATE's oldObject stands in for a
@@ -283,6 +239,10 @@ def review_scale(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
     if from_replicas is not None and to_replicas >= from_replicas:
         ctx.outcomes.append("not-scale-down")
         return allow(request)
+    # An untrusted cache cannot even say whether the workload is governed.
+    problem = ctx.view_problem()
+    if problem:
+        return _untrusted(request, ctx, problem)
     if workload is None:
         return _untrusted(request, ctx, f"{kind} {namespace}/{name} is not in poolguard's cache")
     template_labels = ((spec_of(workload).get("template") or {}).get("metadata") or {}).get(
@@ -290,9 +250,6 @@ def review_scale(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
     if not is_governed(ctx.policy, ctx.view.namespace_labels(namespace), template_labels):
         ctx.outcomes.append("not-governed")
         return allow(request)
-    problem = ctx.view_problem()
-    if problem:
-        return _untrusted(request, ctx, problem)
     assessment = assess_scale(ctx.view, ctx.policy, workload, to_replicas, ctx.now_ns())
     return _scale_response(request, ctx, assessment)
 
@@ -329,27 +286,27 @@ def _scale_response(request: Mapping[str, Any], ctx: Context,
     ctx.outcomes.extend(f"violation:{v.rule}" for v in verdict.violations)
     header = (f"scaling {prediction.kind} {prediction.namespace}/{prediction.name} from "
               f"{prediction.from_replicas} to {prediction.to_replicas}")
+    hints = [f"poolguard: {w}" for w in verdict.warnings]
     if not verdict.violations:
         ctx.outcomes.append("allowed")
-        return allow(request, auditAnnotations=audit,
-                     warnings=_warnings(f"poolguard: {w}" for w in verdict.warnings))
+        return allow(request, auditAnnotations=audit, warnings=_warnings(hints))
     details = "; ".join(f"[{v.rule}] {v.message}" for v in verdict.violations)
     if not verdict.allowed:
         ctx.outcomes.append("denied")
         return deny(request, 403, "Forbidden",
                     f"poolguard: {header} breaks the inference-pool policy: {details}",
-                    auditAnnotations=audit)
+                    auditAnnotations=audit, warnings=_warnings(hints))
     if verdict.enforcement == "dryrun":
         ctx.outcomes.append("dryrun")
         return allow(request, auditAnnotations=audit)
     ctx.outcomes.append("warned")
     lines = [f"poolguard: {header} breaks the policy (enforcement: warn)"]
-    lines += [f"poolguard [{v.rule}] {v.message}" for v in verdict.violations]
-    return allow(request, auditAnnotations=audit, warnings=_warnings(lines))
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    for violation in verdict.violations:
+        message, _, fix = violation.message.partition("; fix: ")
+        lines.append(f"poolguard [{violation.rule}] {message}")
+        if fix:
+            lines.append(f"poolguard fix: {fix}")
+    return allow(request, auditAnnotations=audit, warnings=_warnings(lines + hints))
 
 
 def _clip(text: str, limit: int) -> str:
@@ -357,15 +314,19 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _warnings(texts: Any) -> list[str]:
-    """Single-line warnings, each clipped, within the API server's total budget."""
+    """Single-line warnings of at most 120 characters: long texts continue on more lines.
+
+    Stops before the API server's 4096-character total, where it would cut them itself.
+    """
     out: list[str] = []
     total = 0
     for text in texts:
-        line = _clip(_one_line(text), MAX_WARNING_LENGTH)
-        if total + len(line) > MAX_WARNINGS_TOTAL:
-            break
-        out.append(line)
-        total += len(line)
+        for line in textwrap.wrap(" ".join(text.split()), MAX_WARNING_LENGTH,
+                                  subsequent_indent="... ", break_on_hyphens=False):
+            if total + len(line) > MAX_WARNINGS_TOTAL:
+                return out
+            out.append(line)
+            total += len(line)
     return out
 
 
@@ -383,9 +344,11 @@ def review_workload(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
     annotations = _template_annotations(workload, "request.object")
     old = request.get("oldObject")
     if isinstance(old, Mapping):
-        previous = _template_annotations(old, "request.oldObject")
-        if previous.get(DELETION_COST_ANNOTATION) == annotations.get(DELETION_COST_ANNOTATION):
-            ctx.outcomes.append("unchanged")  # never block an update for a value it keeps
+        previous = _template_annotations(old, "request.oldObject").get(DELETION_COST_ANNOTATION)
+        # As the API server (AllowInvalidPodDeletionCost): an update may keep or change a
+        # cost that was already invalid; only a newly invalid value is refused.
+        if previous is not None and not is_valid_deletion_cost(str(previous)):
+            ctx.outcomes.append("previously-invalid")
             return allow(request)
     try:
         check_deletion_cost(annotations, "spec.template.annotations")  # as the API server names it

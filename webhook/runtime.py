@@ -84,12 +84,15 @@ class Runtime:
         self.settings = settings or Settings()
         self._next_policy_check = 0.0
 
-    def context(self) -> Context:
-        """A fresh per-request context (its outcome list is the request's own)."""
+    def _refresh_policy(self) -> None:
         now = time.monotonic()
         if now >= self._next_policy_check:
             self._next_policy_check = now + self.settings.policy_check_seconds
             self.policy.refresh()
+
+    def context(self) -> Context:
+        """A fresh per-request context (its outcome list is the request's own)."""
+        self._refresh_policy()
         return Context(policy=self.policy.policy, view=self.view, now_ns=time.time_ns,
                        view_problem=self.view_problem, fail_closed=self.settings.fail_closed,
                        find_pod=self.find_pod)
@@ -99,6 +102,8 @@ class Runtime:
         pod = self.view.pod(namespace, name)
         if pod is not None or not hasattr(self.view, "staleness_seconds"):
             return pod  # a state file never changes: no point waiting
+        if self.view_problem():
+            return None  # a watch that is down will not deliver it in time either
         deadline = time.monotonic() + self.settings.pod_wait_seconds
         while pod is None and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -120,6 +125,7 @@ class Runtime:
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         """(ready, details) for /readyz."""
+        self._refresh_policy()  # probes alone must notice a policy file gone bad
         problem = self.view_problem()
         details: dict[str, Any] = {"policy": "ok" if self.policy.error is None else "stale",
                                    "cache": problem or "ok"}

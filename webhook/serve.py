@@ -96,7 +96,9 @@ class GunicornServer(BaseApplication):
             "workers": args.workers,
             "worker_class": args.worker_class,
             "threads": args.threads,
-            "keepalive": 75,  # longer than the API server's idle connection timeout
+            # longer than the API server's idle connection timeout (client-go: 90 s), so
+            # the client, not gunicorn, closes idle connections and never races a close
+            "keepalive": 120,
             "timeout": 30,
             "graceful_timeout": 20,
             "certfile": args.cert,

@@ -135,7 +135,7 @@ def _answer(runtime: Runtime, handler: Handler) -> tuple[Response, str]:
         response = handler(admission_request, ctx)
     except BadReview as err:
         return _error(400, f"not a usable AdmissionReview: {err}"), "bad-request"
-    except (TypeError, AttributeError, KeyError, IndexError, ValueError) as err:
+    except (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError) as err:
         # A field poolguard reads had a shape no API server sends; answer, never crash.
         log.warning("review with an unexpected shape on %s", request.path, exc_info=True)
         return _error(400, f"not a usable AdmissionReview: a field has an unexpected "
@@ -146,9 +146,12 @@ def _answer(runtime: Runtime, handler: Handler) -> tuple[Response, str]:
         if outcome.startswith("violation:"):
             metrics.VIOLATIONS.labels(outcome.split(":", 1)[1],
                                       ctx.policy.scale_down.enforcement).inc()
-    result = "allowed" if response.get("allowed") else "denied"
+    return _json(200, review(response)), _result_label(response)
+
+
+def _result_label(response: dict[str, Any]) -> str:
+    if not response.get("allowed"):
+        return "denied"
     if response.get("patch"):
-        result = "patched"
-    elif response.get("warnings"):
-        result = "warned"
-    return _json(200, review(response)), result
+        return "patched"
+    return "warned" if response.get("warnings") else "allowed"

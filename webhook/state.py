@@ -10,6 +10,7 @@ import yaml
 
 from .core.cluster import Snapshot
 from .core.policy import Policy, PolicyError, default_policy, parse_policy
+from .core.shape import ShapeError, check_object_shape
 
 try:  # the C loader is several times faster on large state files
     _Loader: type = yaml.CSafeLoader
@@ -71,6 +72,12 @@ def _flatten(doc: Any, where: str) -> Iterator[Mapping[str, Any]]:
         return
     if not isinstance(doc.get("metadata"), Mapping) or not doc["metadata"].get("name"):
         raise StateError(f"{where}: {kind} has no metadata.name")
+    try:
+        check_object_shape(doc, f"{kind} {doc['metadata'].get('namespace') or ''}"
+                                f"{'/' if doc['metadata'].get('namespace') else ''}"
+                                f"{doc['metadata']['name']}")
+    except ShapeError as err:
+        raise StateError(f"{where}: {err}") from None
     yield doc
 
 

@@ -90,6 +90,11 @@ def _fix_text(prediction: ScalePrediction, safe: int | None) -> str:
     if safe is not None and safe < prediction.from_replicas:
         options.append(f"scale to {safe} replicas or more for now (the smallest count that "
                        "removes no protected-pool pod)")
-    options.append("give the pods outside protected pools a lower deletion cost than the "
-                   "protected ones, then retry")
+    if prediction.kind == "StatefulSet":
+        # Deletion cost does not apply: a StatefulSet always removes its highest ordinals.
+        options.append("run the highest ordinals outside protected pools (for example with "
+                       "pod affinity or a pool-pinned StatefulSet per pool)")
+    else:
+        options.append("give the pods outside protected pools a lower deletion cost than "
+                       "the protected ones, then retry")
     return "; or ".join(options)

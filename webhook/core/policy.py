@@ -14,7 +14,7 @@ from .selectors import SelectorError, validate_selector
 
 ENFORCEMENTS = ("enforce", "warn", "dryrun")
 DEFAULT_EXEMPT_USERS = ("system:serviceaccount:kube-system:deployment-controller",)
-_PERCENT = re.compile(r"^(\d{1,3})%$")
+_PERCENT = re.compile(r"([0-9]{1,3})%")  # used with fullmatch: "$" allows a "\n"
 _LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
@@ -178,7 +178,7 @@ def _parse_scale_down(value: Any, source: str) -> ScaleDownPolicy:
 def _min_protected(value: Any, source: str) -> int | str:
     where = f"{source}: scaleDown.minProtectedReplicas"
     if isinstance(value, str):
-        match = _PERCENT.match(value)
+        match = _PERCENT.fullmatch(value)
         if not match or int(match.group(1)) > 100:
             raise PolicyError(f"{where}: must be an integer or a percentage from 0% to 100%, "
                               f"got {value!r}")

@@ -6,7 +6,6 @@ StatefulSets: pkg/controller/statefulset/stateful_set_control.go.
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -221,8 +220,7 @@ def replicaset_targets(deployment: Mapping[str, Any], replicasets: Sequence[Mapp
                        to_replicas: int, notes: list[str] | None = None) -> dict[str, int]:
     """New spec.replicas per ReplicaSet after the Deployment controller's `scale()`."""
     notes = notes if notes is not None else []
-    scaled = copy.deepcopy(dict(deployment))
-    scaled.setdefault("spec", {})["replicas"] = to_replicas
+    scaled = {**deployment, "spec": {**spec_of(deployment), "replicas": to_replicas}}
     new_rs = find_new_replicaset(scaled, replicasets)
     old = [rs for rs in replicasets if rs is not new_rs]
     active = [rs for rs in replicasets if replicas_of(rs, default=0) > 0]
@@ -400,10 +398,18 @@ def find_new_replicaset(deployment: Mapping[str, Any],
 
 
 def _template_without_hash(template: Mapping[str, Any] | None) -> Any:
-    template = copy.deepcopy(dict(template or {}))
-    labels = (template.get("metadata") or {}).get("labels")
+    """The template minus the pod-template-hash label (EqualIgnoreHash), copied shallowly.
+
+    Like apimachinery's semantic equality, an empty label map equals a missing one.
+    """
+    template = dict(template or {})
+    metadata = dict(template.get("metadata") or {})
+    labels = {k: v for k, v in (metadata.get("labels") or {}).items()
+              if k != POD_TEMPLATE_HASH_LABEL}
+    metadata.pop("labels", None)
     if labels:
-        labels.pop(POD_TEMPLATE_HASH_LABEL, None)
+        metadata["labels"] = labels
+    template["metadata"] = metadata
     return template
 
 

@@ -118,7 +118,8 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
         )
     if verdict.violations:
         verdict.allowed = rules.enforcement != "enforce"
-        _add_cost_hint(verdict, lost_protected, surviving_other, describe)
+        if prediction.kind != "StatefulSet":  # deletion cost plays no part there
+            _add_cost_hint(verdict, lost_protected, surviving_other, describe)
     return verdict
 
 
