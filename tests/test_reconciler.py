@@ -326,3 +326,15 @@ def test_token_bucket_allows_a_burst_then_the_rate() -> None:
     assert sum(bucket.try_acquire() for _ in range(20)) == 10
     now[0] += 1.0
     assert sum(bucket.try_acquire() for _ in range(20)) == 5
+
+
+def test_a_node_leaving_every_pool_gets_the_default_cost_and_loses_the_pool_name(
+        api: FakeKubeAPI, kubeconfig: str) -> None:
+    api.put(f.node("plain", None),
+            f.pod("was-pooled", node_name="plain", annotations={
+                COST: "0", MARKER: "0", POOL: "hybrid"}))
+    summary = run_once(client_for(kubeconfig, "a"), default_policy(), FAST,
+                       out=lambda line: None)
+    assert summary.outcomes["patched"] == 1
+    assert annotations(api, "was-pooled") == {COST: "0", MARKER: "0"}
+

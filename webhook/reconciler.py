@@ -196,6 +196,9 @@ class Reconciler:
                                pool_known=node is not None)
         if decision.action == SET:
             return Verdict("patch", decision=decision)
+        if decision.action == UNCHANGED and decision.pool is None and (
+                POOL_ANNOTATION in annotations_of(pod)):  # the node left every pool
+            return Verdict("patch", decision=CostDecision(SET, None, decision.cost))
         if decision.action == UNCHANGED:
             return Verdict(UNCHANGED_POD, decision=decision)
         if decision.action == KEEP:
@@ -591,7 +594,7 @@ class Service:
         outcome, _ = self.reconciler.reconcile(pod)
         if outcome == FAILED:
             self._failures[key] += 1
-            self.queue.add_after(key, min(0.5 * 2 ** self._failures[key], 60.0))
+            self.queue.add_after(key, min(0.5 * 2 ** (self._failures[key] - 1), 60.0))
         else:
             self._failures.pop(key, None)
 
