@@ -32,3 +32,7 @@ lint: $(STAMP) ## ruff on the code
 
 bench: $(STAMP) ## benchmarks: core prediction at 100/1,000/10,000 pods
 	$(PY) bench/bench_core.py
+
+.PHONY: bench-reconciler
+bench-reconciler: $(STAMP) ## reconciler: API writes and pass times over 1,000 pods (fake API server)
+	$(PY) bench/bench_reconciler.py
