@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
+import re
+import shlex
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -15,7 +18,7 @@ import pytest
 from kubeapi import FakeKubeAPI, wait_until
 from kubernetes import client as k8s
 
-from webhook.cli import main
+from webhook.cli import build_parser, main
 from webhook.core.deletion_cost import (
     DELETION_COST_ANNOTATION as COST,
 )
@@ -338,3 +341,18 @@ def test_a_node_leaving_every_pool_gets_the_default_cost_and_loses_the_pool_name
     assert summary.outcomes["patched"] == 1
     assert annotations(api, "was-pooled") == {COST: "0", MARKER: "0"}
 
+
+def test_docs_commands_and_flags_match_the_parser() -> None:
+    doc = (Path(__file__).parent.parent / "docs" / "reconciler.md").read_text()
+    parser = build_parser()
+    commands = [line.strip() for line in doc.splitlines()
+                if line.strip().startswith("python -m webhook ")]
+    assert len(commands) >= 5
+    for command in commands:
+        parser.parse_args(shlex.split(command)[3:])  # exits (SystemExit) if a flag is wrong
+    subcommands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    reconcile = subcommands.choices["reconcile"]
+    flags = {opt for action in reconcile._actions for opt in action.option_strings
+             if opt.startswith("--") and opt != "--help"}
+    documented = set(re.findall(r"^\| `(--[a-z-]+)", doc, flags=re.MULTILINE))
+    assert documented == flags
