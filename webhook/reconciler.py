@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 import prometheus_client as prom
 import urllib3
@@ -163,6 +163,16 @@ class Metrics:
             self.skipped.labels(reason).inc()
 
 
+class PodView(Protocol):
+    """What the reconciler reads: a LiveCluster or a Snapshot."""
+
+    def node(self, name: str) -> Obj | None: ...
+
+    def namespace_labels(self, name: str) -> Mapping[str, str]: ...
+
+    def all_pods(self) -> list[Obj]: ...
+
+
 def _always() -> bool:
     return True
 
@@ -170,7 +180,7 @@ def _always() -> bool:
 class Reconciler:
     """Decides and writes the cost of one pod at a time."""
 
-    def __init__(self, api: client.ApiClient, view: Any, policy: Policy | None,
+    def __init__(self, api: client.ApiClient, view: PodView, policy: Policy | None,
                  options: Options, *, may_write: Callable[[], bool] = _always,
                  limiter: TokenBucket | None = None, metrics: Metrics | None = None,
                  out: Callable[[str], None] = print,
@@ -246,7 +256,9 @@ class Reconciler:
                 return result
             if result[0] != "conflict":
                 return result
-            current = self._fetch(current)
+            ok, current = self._fetch(current)
+            if not ok:
+                return FAILED, ""
         return FAILED, ""
 
     def cleanup(self, pod: Obj) -> str:
@@ -270,7 +282,9 @@ class Reconciler:
                 return CLEANED
             if result != "conflict":
                 return UNTOUCHED if result == SKIPPED else FAILED
-            current = self._fetch(current)
+            ok, current = self._fetch(current)
+            if not ok:
+                return FAILED
         return FAILED
 
     def _write(self, pod: Obj, patch: dict[str, Any]) -> tuple[str, str]:
@@ -302,14 +316,22 @@ class Reconciler:
         log.warning("patching %s failed: %s", _pod_name(pod), describe_error(err))
         return FAILED, ""
 
-    def _fetch(self, pod: Obj) -> Obj | None:
-        """The pod as the API server has it now (after a conflict); None if deleted."""
+    def _fetch(self, pod: Obj) -> tuple[bool, Obj | None]:
+        """(read, pod as the API server has it now): after a conflict; None if deleted."""
         try:
-            return request_json(self.api, "GET", _pod_path(pod))
+            return True, request_json(self.api, "GET", _pod_path(pod))
         except ApiError as err:
             if err.status == 404:
-                return None
-            raise
+                return True, None
+            failure: BaseException = err
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            failure = err
+        log.warning("re-reading %s failed: %s", _pod_name(pod), describe_error(failure))
+        return False, None
+
+    def forget(self, key: PodKey) -> None:
+        """Drop what was announced for a deleted pod (dry-run bookkeeping)."""
+        self._announced.pop(key, None)
 
     def _announce(self, pod: Obj, line: str) -> None:
         key = (namespace_of(pod), name_of(pod))
@@ -552,6 +574,8 @@ class Service:
             self.enqueue_all()
 
     def _on_event(self, resource: str, event_type: str, obj: Obj, old: Obj | None) -> None:
+        if resource == "pods" and event_type == "DELETED":
+            self.reconciler.forget((namespace_of(obj), name_of(obj)))
         if event_type == "DELETED" or not self.is_leader():
             return
         if resource == "pods":
