@@ -11,7 +11,7 @@ SERVICE ?= poolguard-webhook
 
 .DEFAULT_GOAL := help
 include mk/install.mk
-.PHONY: help install test lint bench run bench-core bench-server soak hey
+.PHONY: help install test lint bench run bench-core bench-server bench-reconciler soak hey
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -31,7 +31,7 @@ test: $(STAMP) ## run lint and the whole test suite
 lint: $(STAMP) ## ruff on the code
 	$(PY) -m ruff check webhook certs tests bench
 
-bench: bench-core bench-server ## all benchmarks (core, HTTP server)
+bench: bench-core bench-server bench-reconciler ## all benchmarks (core, HTTP server, reconciler)
 
 bench-core: $(STAMP)
 	$(PY) bench/bench_core.py
@@ -48,3 +48,6 @@ hey:
 run: $(STAMP) $(CERT_DIR)/tls.crt ## serve the webhook on https://localhost:8443 (PORT=...) from the bundled example
 	$(PY) -m webhook serve --state examples/cluster-state.yaml --policy examples/policy.yaml \
 		--cert $(CERT_DIR)/tls.crt --key $(CERT_DIR)/tls.key --port $(PORT) --access-log
+
+bench-reconciler: $(STAMP) ## reconciler: API writes and pass times over 1,000 pods (fake API server)
+	$(PY) bench/bench_reconciler.py

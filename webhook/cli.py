@@ -16,9 +16,17 @@ import yaml
 from .core.cluster import ClusterView
 from .core.kube import format_time_ns, parse_time_ns
 from .core.policy import PolicyError
-from .kubeclient import ApiError, KubeConfigError, api_client_from, describe_error, server_of
+from .kubeclient import (
+    ApiError,
+    KubeConfigError,
+    add_cluster_arguments,
+    api_client_from,
+    describe_error,
+    server_of,
+)
 from .live import ListedSnapshot, read_snapshot, snapshot_to_list
 from .plan import PlanError, build_plan, render_text
+from .reconcile_command import ReconcileError, add_reconcile_parser
 from .state import StateError, load_policy, load_state
 
 EXIT_USAGE = 2
@@ -81,15 +89,6 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run_plan)
 
 
-def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    """--kubeconfig and --context, shared by the commands that talk to a cluster."""
-    parser.add_argument("--kubeconfig", metavar="FILE",
-                        help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config if it "
-                        "exists, else the in-cluster service account)")
-    parser.add_argument("--context", metavar="NAME",
-                        help="kubeconfig context to use (default: its current-context)")
-
-
 def run_plan(args: argparse.Namespace) -> int:
     now_ns = _now_ns(args.now)
     policy = load_policy(args.policy)
@@ -144,7 +143,6 @@ def save_state(path: str, snapshot: ListedSnapshot, comment: str) -> None:
         raise CommandError(f"--save-state {path}: cannot write it: {err.strerror}") from None
 
 
-
 def _serve_parser(commands: argparse._SubParsersAction) -> None:
     from .serve import add_serve_parser
 
@@ -154,6 +152,7 @@ def _serve_parser(commands: argparse._SubParsersAction) -> None:
 PARSER_BUILDERS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_plan_parser,
     _serve_parser,
+    add_reconcile_parser,
 ]
 
 
@@ -176,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("urllib3").setLevel(logging.ERROR)
     try:
         return args.run(args)
-    except (CommandError, PlanError, PolicyError, StateError) as err:
+    except (CommandError, PlanError, PolicyError, StateError, ReconcileError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
 

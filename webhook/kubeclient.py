@@ -10,6 +10,7 @@ JSON we want to send.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -94,6 +95,15 @@ def _check_paths(paths: str) -> None:
     existing = [p for p in paths.split(os.pathsep) if p and Path(p).expanduser().exists()]
     if not existing:
         raise KubeConfigError(f"kubeconfig {paths}: no such file")
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """--kubeconfig and --context, shared by the commands that talk to a cluster."""
+    parser.add_argument("--kubeconfig", metavar="FILE",
+                        help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config if it "
+                        "exists, else the in-cluster service account)")
+    parser.add_argument("--context", metavar="NAME",
+                        help="kubeconfig context to use (default: its current-context)")
 
 
 def server_of(api: client.ApiClient) -> str:

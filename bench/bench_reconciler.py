@@ -1,0 +1,118 @@
+"""Reconciler figures against the fake API server (tests/kubeapi.py).
+
+    .venv/bin/python bench/bench_reconciler.py [--pods 1000] [--skip-default-rate]
+
+Prints, for N governed pods spread over inference and hybrid nodes:
+- a first `--once` pass over N stale pods (no cost yet): wall time and API writes,
+  with a high rate limit and with the default one (--qps 5 --burst 10);
+- a second `--once` pass over the same, now unchanged, pods: API writes (goal: 0);
+- the long-running service on the unchanged cluster: pod writes during its initial
+  pass and three periodic resyncs (goal: 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+import factories as f  # noqa: E402
+from kubeapi import FakeKubeAPI, wait_until  # noqa: E402
+
+from webhook.core.policy import default_policy  # noqa: E402
+from webhook.kubeclient import api_client_from  # noqa: E402
+from webhook.live import NAMESPACES, NODES, PODS, LiveCluster  # noqa: E402
+from webhook.reconciler import Options, Service, run_once  # noqa: E402
+
+HIGH = Options(qps=100_000, burst=100_000, identity="bench")
+DEFAULT = Options(identity="bench")
+
+
+def seed(api: FakeKubeAPI, pods: int) -> None:
+    """N pods over 10 nodes (5 inference, 5 hybrid), none with a cost."""
+    api.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})
+    nodes = [f.node(f"inf-{i}", "inference") for i in range(5)]
+    nodes += [f.node(f"hyb-{i}", "hybrid") for i in range(5)]
+    api.put(*nodes)
+    api.put(*(f.pod(f"serve-{i:05d}", node_name=nodes[i % 10]["metadata"]["name"])
+              for i in range(pods)))
+
+
+def counts(api: FakeKubeAPI) -> dict[str, int]:
+    return {"pod PATCH": api.write_count("PATCH", "/pods/"),
+            "Event POST": api.write_count("POST", "/events"),
+            "Lease writes": api.write_count(path_contains="/leases")}
+
+
+def timed_pass(api: FakeKubeAPI, kubeconfig: str, options: Options) -> tuple[float, dict, str]:
+    """One run_once pass; (seconds, writes it made by kind, summary line)."""
+    client = api_client_from(kubeconfig)
+    before = counts(api)
+    began = time.perf_counter()
+    summary = run_once(client, default_policy(), options, out=lambda line: None)
+    seconds = time.perf_counter() - began
+    client.close()
+    after = counts(api)
+    return seconds, {k: after[k] - before[k] for k in after}, summary.line()
+
+
+def service_steady_state(api: FakeKubeAPI, kubeconfig: str) -> tuple[int, float]:
+    """Run the service on a converged cluster through three resyncs: (pod writes, s)."""
+    client = api_client_from(kubeconfig)
+    cluster = LiveCluster(client, (PODS, NODES, NAMESPACES))
+    service = Service(client, default_policy(), replace(HIGH, resync_seconds=0.5),
+                      cluster=cluster, out=lambda line: None)
+    before = api.write_count("PATCH", "/pods/")
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    began = time.perf_counter()
+    thread.start()
+    wait_until(lambda: service.metrics.resyncs._value.get() >= 4, timeout=120,
+               message="four passes")
+    seconds = time.perf_counter() - began
+    stop.set()
+    thread.join(timeout=10)
+    client.close()
+    return api.write_count("PATCH", "/pods/") - before, seconds
+
+
+def report(title: str, seconds: float, writes: dict, summary: str, pods: int) -> None:
+    rate = pods / seconds if seconds else float("inf")
+    print(f"{title}\n  {summary}\n  wall time {seconds:.2f} s ({rate:,.0f} pods/s); "
+          f"writes: " + ", ".join(f"{k} {v}" for k, v in writes.items()))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--skip-default-rate", action="store_true",
+                        help="skip the pass at the default 5 writes/s (it takes pods/5 s)")
+    args = parser.parse_args()
+    with TemporaryDirectory() as tmp, FakeKubeAPI(bookmark_interval=1.0) as api:
+        kubeconfig = str(api.write_kubeconfig(Path(tmp) / "kubeconfig"))
+        seed(api, args.pods)
+        print(f"{args.pods} governed pods on 10 nodes, fake API server at {api.url}\n")
+        report(f"first pass, stale pods, --qps {HIGH.qps:g} --burst {HIGH.burst}",
+               *timed_pass(api, kubeconfig, HIGH), args.pods)
+        report("second pass, unchanged pods", *timed_pass(api, kubeconfig, HIGH), args.pods)
+        writes, seconds = service_steady_state(api, kubeconfig)
+        print(f"service on the unchanged cluster, initial pass + 3 resyncs ({seconds:.1f} s)\n"
+              f"  pod PATCH {writes}")
+    if not args.skip_default_rate:
+        with TemporaryDirectory() as tmp, FakeKubeAPI(bookmark_interval=1.0) as api:
+            kubeconfig = str(api.write_kubeconfig(Path(tmp) / "kubeconfig"))
+            seed(api, args.pods)
+            report(f"\nfirst pass, stale pods, default --qps {DEFAULT.qps:g} --burst "
+                   f"{DEFAULT.burst}", *timed_pass(api, kubeconfig, DEFAULT), args.pods)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
