@@ -121,3 +121,15 @@ def test_patch_loses_nothing_and_is_idempotent(annotations, labels, pool):
     assert all(after[k] == v for k, v in decision.annotations.items())
     patched["metadata"]["annotations"] = after
     assert annotation_patch(patched, decision.annotations) == []  # reinvocation: no-op
+
+
+def test_node_that_left_every_pool_drops_the_stale_pool_name():
+    before = decide_cost(POLICY, {}, "inference").annotations
+    pod = f.pod("p", annotations=dict(before))
+    decision = decide_cost(POLICY, before, None)  # the node lost its pool label
+    assert decision.action == SET and decision.cost == 0
+    patched = jsonpatch.apply_patch(pod, annotation_patch(pod, decision.annotations,
+                                                          decision.stale))
+    assert patched["metadata"]["annotations"] == {DELETION_COST_ANNOTATION: "0",
+                                                  MANAGED_COST_ANNOTATION: "0"}
+    assert decide_cost(POLICY, patched["metadata"]["annotations"], None).action == UNCHANGED

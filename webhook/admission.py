@@ -167,7 +167,7 @@ def review_pod_create(request: Mapping[str, Any], ctx: Context) -> dict[str, Any
     ctx.outcomes.append(decision.action)
     if decision.action != SET:
         return allow(request)
-    return with_patch(request, annotation_patch(pod, decision.annotations))
+    return with_patch(request, annotation_patch(pod, decision.annotations, decision.stale))
 
 
 def _pod_name(pod: Mapping[str, Any], request: Mapping[str, Any]) -> str:

@@ -206,9 +206,6 @@ class Reconciler:
                                pool_known=node is not None)
         if decision.action == SET:
             return Verdict("patch", decision=decision)
-        if decision.action == UNCHANGED and decision.pool is None and (
-                POOL_ANNOTATION in annotations_of(pod)):  # the node left every pool
-            return Verdict("patch", decision=CostDecision(SET, None, decision.cost))
         if decision.action == UNCHANGED:
             return Verdict(UNCHANGED_POD, decision=decision)
         if decision.action == KEEP:
@@ -386,8 +383,7 @@ def owned_keys(annotations: Mapping[str, str]) -> list[str]:
 def _cost_patch(pod: Obj, decision: CostDecision) -> dict[str, Any]:
     """A merge patch of poolguard's annotations only, guarded by the resourceVersion."""
     annotations: dict[str, str | None] = dict(decision.annotations)
-    if decision.pool is None and POOL_ANNOTATION in annotations_of(pod):
-        annotations[POOL_ANNOTATION] = None  # the node left every pool: drop the stale name
+    annotations.update({key: None for key in decision.stale if key in annotations_of(pod)})
     return {"metadata": {"resourceVersion": meta(pod).get("resourceVersion"),
                          "annotations": annotations}}
 

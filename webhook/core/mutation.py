@@ -46,6 +46,11 @@ class CostDecision:
             managed[POOL_ANNOTATION] = self.pool
         return managed
 
+    @property
+    def stale(self) -> tuple[str, ...]:
+        """Annotations poolguard set earlier that a SET decision removes."""
+        return (POOL_ANNOTATION,) if self.cost is not None and self.pool is None else ()
+
 
 def is_governed(policy: Policy, namespace_labels: Mapping[str, str],
                 labels: Mapping[str, str]) -> bool:
@@ -69,7 +74,8 @@ def decide_cost(policy: Policy, annotations: Mapping[str, str], pool: str | None
         return CostDecision(UNKNOWN_POOL)
     decision = CostDecision(SET, pool, policy.cost_for_pool(pool))
     wanted = decision.annotations
-    if all(annotations.get(key) == value for key, value in wanted.items()):
+    if all(annotations.get(key) == value for key, value in wanted.items()) and not any(
+            key in annotations for key in decision.stale):  # a node that left every pool
         return CostDecision(UNCHANGED, pool, decision.cost)
     return decision
 
@@ -108,8 +114,9 @@ def escape_pointer(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
 
 
-def annotation_patch(obj: Mapping[str, Any], wanted: Mapping[str, str]) -> list[dict[str, Any]]:
-    """JSON Patch ops that set `wanted` annotations on `obj` and touch nothing else.
+def annotation_patch(obj: Mapping[str, Any], wanted: Mapping[str, str],
+                     remove: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """JSON Patch ops that set `wanted` annotations on `obj`, drop `remove`, touch nothing else.
 
     Adds the annotations map only when it is absent; never replaces an existing map.
     Ops for keys that already hold the wanted value are left out, so re-applying the
@@ -118,7 +125,8 @@ def annotation_patch(obj: Mapping[str, Any], wanted: Mapping[str, str]) -> list[
     metadata = obj.get("metadata")
     current = annotations_of(obj)
     changes = {k: v for k, v in wanted.items() if current.get(k) != v}
-    if not changes:
+    removals = [key for key in remove if key in current]
+    if not changes and not removals:
         return []
     ops: list[dict[str, Any]] = []
     if not isinstance(metadata, Mapping):
@@ -128,5 +136,7 @@ def annotation_patch(obj: Mapping[str, Any], wanted: Mapping[str, str]) -> list[
     for key, value in changes.items():
         ops.append({"op": "add", "path": f"/metadata/annotations/{escape_pointer(key)}",
                     "value": value})
+    ops.extend({"op": "remove", "path": f"/metadata/annotations/{escape_pointer(key)}"}
+               for key in removals)
     return ops
 
