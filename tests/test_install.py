@@ -1004,9 +1004,9 @@ def test_rbac_is_least_privilege() -> None:
     webhook |= {("apps", r, v, ()) for r in ("deployments", "replicasets", "statefulsets")
                 for v in watch}
     assert _rules(find(objects, "ClusterRole", "poolguard-webhook")) == webhook
-    reconciler = {("", r, v, ()) for r in ("pods", "nodes", "namespaces") for v in read}
-    reconciler |= {("", "pods", "patch", ())}
-    reconciler |= {(g, "events", v, ()) for g in ("", "events.k8s.io") for v in ("create", "patch")}
+    reconciler = {("", "pods", v, ()) for v in (*read, "patch")}
+    reconciler |= {("", r, v, ()) for r in ("nodes", "namespaces") for v in watch}
+    reconciler |= {("", "events", "create", ())}
     assert _rules(find(objects, "ClusterRole", "poolguard-reconciler")) == reconciler
     lease = find(objects, "Role", "poolguard-reconciler-leader-election")
     assert lease["metadata"]["namespace"] == NAMESPACE

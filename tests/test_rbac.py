@@ -74,3 +74,41 @@ def test_webhook_cluster_role_is_exactly_what_the_caches_call(tmp_path):
             cluster.stop()
         used = used_permissions(api.requests)
     assert used == granted("poolguard-webhook")
+
+
+def test_reconciler_roles_are_exactly_what_it_calls(tmp_path):
+    """One long-running reconciler (watches, patches, Events, Lease) and a cleanup run."""
+    import signal
+    import sys
+
+    objects = yaml.safe_load(EXAMPLE_STATE.read_text())["items"]
+    for obj in objects:  # strip costs so the reconciler has pods to patch
+        if obj["kind"] == "Pod":
+            obj["metadata"].pop("annotations", None)
+    with FakeKubeAPI() as api:
+        api.put(*objects)
+        kubeconfig = str(api.write_kubeconfig(tmp_path / "kc"))
+        common = ["--kubeconfig", kubeconfig, "--lease-namespace", "poolguard",
+                  "--qps", "1000", "--burst", "1000"]
+        policy = str(ROOT / "examples" / "policy.yaml")
+        service = subprocess.Popen([sys.executable, "-m", "webhook", "reconcile", *common,
+                                    "--policy", policy,
+                                    "--metrics-port", "0"], cwd=ROOT,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 20
+            while api.write_count("PATCH", "/pods/") < 10 and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            service.send_signal(signal.SIGTERM)
+            service.wait(timeout=20)
+        cleanup = subprocess.run([sys.executable, "-m", "webhook", "reconcile", *common,
+                                  "--cleanup"], cwd=ROOT, capture_output=True, timeout=60)
+        assert cleanup.returncode == 0, cleanup.stderr
+        used = used_permissions(api.requests)
+    assert ("", "pods", "patch") in used and ("", "pods", "watch") in used
+    allowed = granted("poolguard-reconciler") | granted(
+        "poolguard-reconciler-leader-election", kind="Role")
+    assert used <= allowed, f"used but not granted: {used - allowed}"
+    # get pods only re-reads a pod after a 409 Conflict (tests/test_reconciler.py covers it)
+    assert allowed - used == {("", "pods", "get")}, f"granted but never used: {allowed - used}"
