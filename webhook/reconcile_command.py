@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import socket
 import sys
@@ -44,7 +45,10 @@ class ReconcileError(ValueError):
 
 
 def default_namespace(path: str = SA_NAMESPACE_FILE) -> str:
-    """The pod's own namespace (from its service account mount), else `poolguard`."""
+    """The pod's own namespace ($POD_NAMESPACE, else its service account mount), else
+    `poolguard`."""
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
     try:
         return Path(path).read_text(encoding="utf-8").strip() or FALLBACK_NAMESPACE
     except OSError:
@@ -121,10 +125,11 @@ def _add_lease_arguments(parser: argparse.ArgumentParser) -> None:
     lease.add_argument("--lease-name", default="poolguard-reconciler", metavar="NAME",
                        help="coordination.k8s.io/v1 Lease name (default poolguard-reconciler)")
     lease.add_argument("--lease-namespace", metavar="NS",
-                       help="the Lease's namespace (default: this pod's namespace, else "
-                       "poolguard)")
+                       help="the Lease's namespace (default: $POD_NAMESPACE, else this pod's "
+                       "service account namespace, else poolguard)")
     lease.add_argument("--identity", metavar="NAME",
-                       help="this candidate's holderIdentity (default: the hostname)")
+                       help="this candidate's holderIdentity (default: $POD_NAME, else the "
+                       "hostname)")
     lease.add_argument("--lease-duration", type=_positive(int), default=15, metavar="SECONDS",
                        help="how long a silent holder keeps the lease (default 15)")
     lease.add_argument("--renew-deadline", type=_positive(float), default=10.0,
@@ -146,7 +151,7 @@ def options_from(args: argparse.Namespace) -> Options:
     return Options(dry_run=args.dry_run, qps=args.qps, burst=args.burst,
                    resync_seconds=args.resync_seconds, events=not args.no_events,
                    exclude_namespaces=tuple(excluded),
-                   identity=args.identity or socket.gethostname(),
+                   identity=args.identity or os.environ.get("POD_NAME") or socket.gethostname(),
                    lease_namespace=namespace, lease_name=args.lease_name,
                    lease_duration=args.lease_duration, renew_deadline=args.renew_deadline,
                    retry_period=args.retry_period)
