@@ -26,7 +26,7 @@ from .core.deletion_cost import (
 from .core.kube import annotations_of, labels_of, replicas_of, spec_of
 from .core.mutation import SET, annotation_patch, decide_cost, is_governed, pinned_pool
 from .core.policy import Policy
-from .core.shape import ShapeError, check_object_shape
+from .core.shape import ShapeError, check_object_shape, check_placement_shape
 
 API_VERSION = "admission.k8s.io/v1"
 MAX_WARNING_LENGTH = 120  # what kubectl shows comfortably on one line
@@ -111,18 +111,21 @@ def with_patch(request: Mapping[str, Any], ops: list[dict[str, Any]]) -> dict[st
     return allow(request, patchType="JSONPatch", patch=patch)
 
 
-def _object(request: Mapping[str, Any], what: str) -> Mapping[str, Any]:
+def _object(request: Mapping[str, Any], what: str,
+            check: Callable[[Mapping[str, Any], str], None] = check_object_shape,
+            ) -> Mapping[str, Any]:
     """`request.object`, with the fields poolguard reads checked for their shape."""
     obj = request.get("object")
     if not isinstance(obj, Mapping):
         raise BadReview(f"request.object: missing; a {what} review needs the object")
-    _check_shape(obj, "request.object")
+    _check_shape(obj, "request.object", check)
     return obj
 
 
-def _check_shape(obj: Mapping[str, Any], where: str) -> None:
+def _check_shape(obj: Mapping[str, Any], where: str,
+                 check: Callable[[Mapping[str, Any], str], None] = check_object_shape) -> None:
     try:
-        check_object_shape(obj, where)
+        check(obj, where)
     except ShapeError as err:
         raise BadReview(str(err)) from None
 
@@ -140,7 +143,7 @@ def review_pod_create(request: Mapping[str, Any], ctx: Context) -> dict[str, Any
     if not _is(request, "pods") or request.get("operation") != "CREATE":
         ctx.outcomes.append("ignored")
         return allow(request)
-    pod = _object(request, "pod")
+    pod = _object(request, "pod", check_placement_shape)  # the hot path reads only these
     try:
         check_deletion_cost(annotations_of(pod))
     except InvalidDeletionCost as err:
@@ -183,7 +186,7 @@ def review_binding(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
     if not _is(request, "pods", "binding") or request.get("operation") != "CREATE":
         ctx.outcomes.append("ignored")
         return allow(request)
-    binding = _object(request, "binding")
+    binding = _object(request, "binding", check_placement_shape)
     target = binding.get("target")
     if not isinstance(target, Mapping) or not isinstance(target.get("name"), str):
         raise BadReview("request.object.target.name: a Binding needs its target node")

@@ -20,6 +20,17 @@ class ShapeError(ValueError):
 _KIND_NAMES = {str: "a string", Mapping: "an object", list: "a list", int: "an integer"}
 
 
+def check_placement_shape(obj: Mapping[str, Any], where: str) -> None:
+    """The fields the pod and binding webhooks read: labels, annotations, placement."""
+    metadata = _mapping(obj, "metadata", where)
+    for key in ("labels", "annotations"):
+        _string_map(metadata, key, f"{where}.metadata")
+    spec = _mapping(obj, "spec", where)
+    _typed(spec, "nodeName", str, f"{where}.spec")
+    _string_map(spec, "nodeSelector", f"{where}.spec")
+    _check_affinity(spec, f"{where}.spec")
+
+
 def check_object_shape(obj: Mapping[str, Any], where: str) -> None:
     """Raise ShapeError naming the first field poolguard reads that has the wrong type."""
     metadata = _mapping(obj, "metadata", where)
@@ -44,6 +55,19 @@ def _check_spec(spec: Mapping[str, Any], where: str) -> None:
     selector = _mapping(spec, "selector", where)
     _string_map(selector, "matchLabels", f"{where}.selector")
     _expressions(selector, f"{where}.selector")
+    _check_affinity(spec, where)
+    for i, container in enumerate(_list(spec, "initContainers", where)):
+        if not isinstance(container, Mapping):
+            raise ShapeError(f"{where}.initContainers[{i}]: must be an object")
+    _mapping(spec, "strategy", where)
+    _mapping(spec, "ordinals", where)
+    template = _mapping(spec, "template", where)
+    template_metadata = _mapping(template, "metadata", f"{where}.template")
+    for key in ("labels", "annotations"):
+        _string_map(template_metadata, key, f"{where}.template.metadata")
+
+
+def _check_affinity(spec: Mapping[str, Any], where: str) -> None:
     affinity = _mapping(spec, "affinity", where)
     node_affinity = _mapping(affinity, "nodeAffinity", f"{where}.affinity")
     required = _mapping(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution",
@@ -54,15 +78,6 @@ def _check_spec(spec: Mapping[str, Any], where: str) -> None:
         if not isinstance(term, Mapping):
             raise ShapeError(f"{term_where}: must be an object")
         _expressions(term, term_where)
-    for i, container in enumerate(_list(spec, "initContainers", where)):
-        if not isinstance(container, Mapping):
-            raise ShapeError(f"{where}.initContainers[{i}]: must be an object")
-    _mapping(spec, "strategy", where)
-    _mapping(spec, "ordinals", where)
-    template = _mapping(spec, "template", where)
-    template_metadata = _mapping(template, "metadata", f"{where}.template")
-    for key in ("labels", "annotations"):
-        _string_map(template_metadata, key, f"{where}.template.metadata")
 
 
 def _check_status(status: Mapping[str, Any], where: str) -> None:
