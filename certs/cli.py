@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from webhook.argtypes import number
+
 from . import pki
 from .files import KEY_MODE, PUBLIC_MODE, write_atomic, write_pair
 
@@ -177,14 +179,8 @@ def _ip(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is not an IP address") from None
 
 
-def _positive_days(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of days") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}: must be at least 1 day")
-    return value
+
+_DAYS = number(int, 1, what="a lifetime in days")
 
 
 # --------------------------------------------------------------------------- create
@@ -205,9 +201,9 @@ def add_create_parser(commands: argparse._SubParsersAction) -> None:
     _add_naming_flags(parser, defaults=True)
     parser.add_argument("--key-type", choices=pki.KEY_TYPES, default="ecdsa",
                         help="ecdsa (P-256, default) or rsa (2048 bits), for new keys")
-    parser.add_argument("--ca-days", type=_positive_days, default=3650, metavar="N",
+    parser.add_argument("--ca-days", type=_DAYS, default=3650, metavar="N",
                         help="validity of a new CA in days (default: 3650)")
-    parser.add_argument("--days", type=_positive_days, default=365, metavar="N",
+    parser.add_argument("--days", type=_DAYS, default=365, metavar="N",
                         help="validity of the serving certificate in days (default: 365)")
     parser.add_argument("--force", action="store_true",
                         help="replace an existing serving key and certificate (and a CA that "
@@ -286,7 +282,7 @@ def add_renew_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--key-type", choices=pki.KEY_TYPES, default=None,
                         help="key type for the renewed certificate (default: keep the "
                         "current key's type); a different type means a new key")
-    parser.add_argument("--days", type=_positive_days, default=365, metavar="N",
+    parser.add_argument("--days", type=_DAYS, default=365, metavar="N",
                         help="validity of the renewed certificate in days (default: 365)")
     parser.add_argument("--new-key", action="store_true",
                         help="make a new private key instead of reusing tls.key")

@@ -13,6 +13,7 @@ from pathlib import Path
 import urllib3
 import yaml
 
+from .argtypes import number
 from .core.cluster import ClusterView
 from .core.kube import format_time_ns, parse_time_ns
 from .core.policy import PolicyError
@@ -49,16 +50,6 @@ def _now_ns(text: str | None) -> int:
     return value
 
 
-def _replicas(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative; replicas must be 0 or more")
-    return value
-
-
 def add_plan_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "plan",
@@ -78,7 +69,8 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
                         "YAML that --state accepts")
     parser.add_argument("--workload", required=True, metavar="KIND/NAMESPACE/NAME",
                         help="deployment|replicaset|statefulset (or deploy|rs|sts)/NS/NAME")
-    parser.add_argument("--replicas", required=True, type=_replicas, metavar="N",
+    parser.add_argument("--replicas", required=True, metavar="N",
+                        type=number(int, 0, what="replicas"),
                         help="the target replica count")
     parser.add_argument("--policy", metavar="FILE",
                         help="policy YAML (default: the built-in policy)")

@@ -14,6 +14,7 @@ from pathlib import Path
 import urllib3
 from kubernetes import client
 
+from .argtypes import number
 from .core.policy import Policy
 from .kubeclient import (
     ApiError,
@@ -55,18 +56,6 @@ def default_namespace(path: str = SA_NAMESPACE_FILE) -> str:
         return FALLBACK_NAMESPACE
 
 
-def _positive(kind: type) -> object:
-    def parse(text: str) -> float | int:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{text} must be more than 0")
-        return value
-    return parse
-
-
 def _port(text: str) -> int:
     if not text.isdigit() or int(text) > 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 disables)")
@@ -101,11 +90,11 @@ def _add_mode_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cleanup", action="store_true",
                         help="remove the annotations poolguard owns from every pod, then exit "
                         "(for uninstall)")
-    parser.add_argument("--qps", type=_positive(float), default=5.0, metavar="N",
+    parser.add_argument("--qps", type=number(float, 0, above=True), default=5.0, metavar="N",
                         help="pod writes per second (token bucket; default 5)")
-    parser.add_argument("--burst", type=_positive(int), default=10, metavar="N",
+    parser.add_argument("--burst", type=number(int, 0, above=True), default=10, metavar="N",
                         help="writes allowed in a burst (default 10)")
-    parser.add_argument("--resync-seconds", type=_positive(float), default=600.0,
+    parser.add_argument("--resync-seconds", type=number(float, 0, above=True), default=600.0,
                         metavar="SECONDS",
                         help="re-check every cached pod this often (default 600)")
     parser.add_argument("--exclude-namespace", action="append", metavar="NS",
@@ -130,13 +119,15 @@ def _add_lease_arguments(parser: argparse.ArgumentParser) -> None:
     lease.add_argument("--identity", metavar="NAME",
                        help="this candidate's holderIdentity (default: $POD_NAME, else the "
                        "hostname)")
-    lease.add_argument("--lease-duration", type=_positive(int), default=15, metavar="SECONDS",
+    lease.add_argument("--lease-duration", type=number(int, 0, above=True), default=15,
+                       metavar="SECONDS",
                        help="how long a silent holder keeps the lease (default 15)")
-    lease.add_argument("--renew-deadline", type=_positive(float), default=10.0,
+    lease.add_argument("--renew-deadline", type=number(float, 0, above=True), default=10.0,
                        metavar="SECONDS",
                        help="the leader stops writing if it could not renew for this long "
                        "(default 10)")
-    lease.add_argument("--retry-period", type=_positive(float), default=2.0, metavar="SECONDS",
+    lease.add_argument("--retry-period", type=number(float, 0, above=True), default=2.0,
+                       metavar="SECONDS",
                        help="time between lease renewals and acquire attempts (default 2)")
 
 
