@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from webhook.argtypes import number
+from webhook.argtypes import OneLineErrors, number
 
 from . import pki
 from .files import KEY_MODE, PUBLIC_MODE, write_atomic, write_pair
@@ -533,7 +533,7 @@ def _require_webhooks(count: int, where: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrors(
         prog="python -m certs",
         description="Certificates for the poolguard webhook: a private CA, a serving "
         "certificate for the webhook Service, the Secret that carries them, and the caBundle "

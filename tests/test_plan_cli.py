@@ -127,6 +127,7 @@ def test_unusable_input_exits_2(args, expected):
     result = plan(*args)
     assert result.returncode == 2
     assert expected in result.stderr
+    assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
     assert result.stdout == ""
 
 

@@ -21,3 +21,10 @@ def number(kind: type = int, minimum: float = 0, *, above: bool = False,
             raise argparse.ArgumentTypeError(f"{text}: {what} must be {bound} {minimum}{sign}")
         return value
     return parse
+
+
+class OneLineErrors(argparse.ArgumentParser):
+    """Usage errors as one `error: ...` line on stderr, exit code 2 (scripts grep for it)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")

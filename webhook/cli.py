@@ -13,7 +13,7 @@ from pathlib import Path
 import urllib3
 import yaml
 
-from .argtypes import number
+from .argtypes import OneLineErrors, number
 from .core.cluster import ClusterView
 from .core.kube import format_time_ns, parse_time_ns
 from .core.policy import PolicyError
@@ -149,7 +149,7 @@ PARSER_BUILDERS: list[Callable[[argparse._SubParsersAction], None]] = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrors(
         prog="python -m webhook",
         description="poolguard: keeps GPU inference replicas on the inference pool when "
         "workloads scale down.",
