@@ -80,8 +80,6 @@ def replicas_of(obj: Obj, default: int = 1) -> int:
     return default if value is None else int(value)
 
 
-_ASCII_DIGITS = frozenset("0123456789")
-
 
 def go_parse_int(text: str, bits: int = 64, signed: bool = True) -> int | None:
     """strconv.ParseInt(text, 10, bits) (or ParseUint when not `signed`); None on error.
@@ -94,7 +92,7 @@ def go_parse_int(text: str, bits: int = 64, signed: bool = True) -> int | None:
         return None
     negative = signed and text[:1] == "-"
     digits = text[1:] if signed and text[:1] in ("+", "-") else text
-    if not digits or not _ASCII_DIGITS.issuperset(digits):
+    if not (digits.isascii() and digits.isdigit()):  # ASCII 0-9 only, and not empty
         return None
     significant = digits.lstrip("0") or "0"
     if len(significant) > 20:  # beyond any 64-bit value; int() of huge strings would raise

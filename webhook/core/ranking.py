@@ -341,10 +341,12 @@ def predict_deletions(
     re-ranks what is left, as the controller does once the previous batch is gone
     (a deleted pod is inactive, so it no longer counts towards its node's rank).
     """
-    per_node = related_pods_per_node(related_pods)
-    counted = {(namespace_of(p), name_of(p)) for p in related_pods if is_pod_active(p)}
+    related_active = [p for p in related_pods if is_pod_active(p)]
+    per_node = Counter((spec_of(p).get("nodeName") or "") for p in related_active)
+    counted = {(namespace_of(p), name_of(p)) for p in related_active}
+    active_ids = {id(p) for p in related_active}
     remaining = [ranked_pod(pod, per_node[spec_of(pod).get("nodeName") or ""], now_ns)
-                 for pod in pods if is_pod_active(pod)]
+                 for pod in pods if id(pod) in active_ids or is_pod_active(pod)]
     diff = len(remaining) - max(replicas, 0)
     victims: list[RankedPod] = []
     groups: list[TieGroup] = []
