@@ -35,8 +35,9 @@ deploy: manifests ## kubectl apply build/poolguard.yaml and the TLS Secret to th
 
 undeploy: ## remove poolguard from the current context (webhook configurations first)
 	@echo "note: the deletion costs poolguard set stay on the pods (harmless: they only order"
-	@echo "      scale-downs). To strip them, run the reconciler's cleanup before this target:"
-	@echo "      $(PY) -m webhook reconcile --cleanup   (not run here; docs/install.md, Uninstalling)"
+	@echo "      scale-downs). To strip them, first remove the webhook configurations, scale the"
+	@echo "      reconciler to 0 and run: $(PY) -m webhook reconcile --cleanup"
+	@echo "      (not run here; docs/install.md, Uninstalling)"
 	$(KUBECTL) delete --ignore-not-found mutatingwebhookconfiguration/poolguard \
 		validatingwebhookconfiguration/poolguard
 	set -o pipefail; $(KUBECTL) kustomize $(OVERLAY) | $(KUBECTL) delete --ignore-not-found -f -

@@ -356,3 +356,43 @@ def test_docs_commands_and_flags_match_the_parser() -> None:
              if opt.startswith("--") and opt != "--help"}
     documented = set(re.findall(r"^\| `(--[a-z-]+)", doc, flags=re.MULTILINE))
     assert documented == flags
+
+
+def test_default_identities_never_collide(monkeypatch: pytest.MonkeyPatch) -> None:
+    from webhook.reconcile_command import unique_identity
+
+    monkeypatch.setenv("POD_NAME", "poolguard-reconciler-abc")
+    first, second = unique_identity(), unique_identity()
+    assert first != second  # a `kubectl exec` into the leader's pod is another candidate
+    assert first.startswith("poolguard-reconciler-abc_")
+
+
+def test_service_follows_a_changed_policy_file(api: FakeKubeAPI, kubeconfig: str,
+                                               tmp_path: Path) -> None:
+    from webhook.state import PolicyHolder
+
+    seed_pods(api)
+    path = tmp_path / "policy.yaml"
+    document = {"pools": [{"name": "inference", "deletionCost": 1000, "protected": True},
+                          {"name": "hybrid", "deletionCost": -100}]}
+    path.write_text(json.dumps(document))
+    holder = PolicyHolder(str(path))
+    client = client_for(kubeconfig, FAST.identity)
+    cluster = LiveCluster(client, (PODS, NODES, NAMESPACES), backoff_initial=0.02,
+                          backoff_max=0.1)
+    service = Service(client, holder.policy, FAST, cluster=cluster, out=lambda line: None,
+                      policy_file=holder)
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        assert wait_until(lambda: annotations(api, "on-hyb").get(
+            "controller.kubernetes.io/pod-deletion-cost") == "-100", timeout=10)
+        document["pools"][1]["deletionCost"] = -250
+        path.write_text(json.dumps(document))
+        assert wait_until(lambda: annotations(api, "on-hyb").get(
+            "controller.kubernetes.io/pod-deletion-cost") == "-250", timeout=10)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        client.close()

@@ -28,6 +28,7 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 # (connect, read) seconds for ordinary requests; watches set their own read timeout.
 REQUEST_TIMEOUT = (5.0, 30.0)
+LIST_TIMEOUT = (5.0, 300.0)  # every pod of a large cluster in one answer
 POOL_SIZE = 32  # six watches plus writers must not exhaust urllib3's pool
 
 

@@ -49,6 +49,7 @@ class LeaderElector:
         self._observed_at = 0.0
         self._leading = False
         self._last_renew = -float("inf")
+        self._round_started = time.monotonic()
 
     @property
     def path(self) -> str:
@@ -60,6 +61,9 @@ class LeaderElector:
 
     def try_acquire_or_renew(self) -> bool:
         """One round: create, renew or take over the lease. True if we now hold it."""
+        # A renewal counts from before we asked: if the answer is slow, the others may
+        # already count the lease's duration from an earlier renewTime.
+        self._round_started = time.monotonic()
         try:
             lease = request_json(self.api, "GET", f"{self.path}/{self.name}")
         except ApiError as err:
@@ -68,8 +72,13 @@ class LeaderElector:
             return self._create()
         spec = self._observe(lease)
         holder = spec.get("holderIdentity") or ""
-        if holder and holder != self.identity and not self._expired(spec):
-            return False
+        if holder and holder != self.identity:
+            if self._leading:  # someone else holds it now: stop writing at once
+                log.warning("lease %s/%s: now held by %s; stepping down", self.namespace,
+                            self.name, holder)
+                self._set_leading(False)
+            if not self._expired(spec):
+                return False
         wanted = dict(spec, holderIdentity=self.identity, renewTime=micro_time(),
                       leaseDurationSeconds=self.lease_duration)
         if holder != self.identity:
@@ -168,7 +177,7 @@ class LeaderElector:
 
     def _won(self, lease: Mapping[str, Any]) -> None:
         self._observe(lease)
-        self._last_renew = time.monotonic()
+        self._last_renew = self._round_started
         self._set_leading(True)
 
     def _observe(self, lease: Mapping[str, Any]) -> dict[str, Any]:

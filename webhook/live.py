@@ -32,7 +32,14 @@ from kubernetes import client
 
 from .core.cluster import RESOURCE_OF_KIND, Snapshot
 from .core.kube import labels_of, name_of, namespace_of
-from .kubeclient import ApiError, describe_error, iter_json_lines, open_stream, request_json
+from .kubeclient import (
+    LIST_TIMEOUT,
+    ApiError,
+    describe_error,
+    iter_json_lines,
+    open_stream,
+    request_json,
+)
 
 log = logging.getLogger("poolguard.live")
 
@@ -375,8 +382,14 @@ def _typed(resource: Resource, item: Obj) -> Obj:
 
 
 def list_objects(api: client.ApiClient, resource: Resource) -> tuple[list[Obj], str]:
-    """Every object of `resource` (with kind and apiVersion) and the list's resourceVersion."""
-    body = request_json(api, "GET", resource.path)
+    """Every object of `resource` (with kind and apiVersion) and the list's resourceVersion.
+
+    Like client-go's reflector, resourceVersion=0 lets the API server answer from its
+    watch cache instead of a full read from etcd; a large cluster's list gets a longer
+    read timeout than ordinary requests.
+    """
+    body = request_json(api, "GET", resource.path, query={"resourceVersion": "0"},
+                        timeout=LIST_TIMEOUT)
     items = [_typed(resource, item) for item in body.get("items") or []]
     return items, str((body.get("metadata") or {}).get("resourceVersion") or "")
 

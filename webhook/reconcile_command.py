@@ -9,6 +9,7 @@ import signal
 import socket
 import sys
 import threading
+import uuid
 from pathlib import Path
 
 import urllib3
@@ -33,7 +34,7 @@ from .reconciler import (
     run_once,
     serve_http,
 )
-from .state import load_policy
+from .state import PolicyHolder, load_policy
 
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 FALLBACK_NAMESPACE = "poolguard"
@@ -54,6 +55,13 @@ def default_namespace(path: str = SA_NAMESPACE_FILE) -> str:
         return Path(path).read_text(encoding="utf-8").strip() or FALLBACK_NAMESPACE
     except OSError:
         return FALLBACK_NAMESPACE
+
+
+def unique_identity() -> str:
+    """$POD_NAME (else the hostname) plus a random suffix, as kube-controller-manager does:
+    a `kubectl exec` into the leader's pod must not share its identity."""
+    base = os.environ.get("POD_NAME") or socket.gethostname()
+    return f"{base}_{uuid.uuid4()}"
 
 
 def _port(text: str) -> int:
@@ -118,7 +126,7 @@ def _add_lease_arguments(parser: argparse.ArgumentParser) -> None:
                        "service account namespace, else poolguard)")
     lease.add_argument("--identity", metavar="NAME",
                        help="this candidate's holderIdentity (default: $POD_NAME, else the "
-                       "hostname)")
+                       "hostname, plus a random suffix)")
     lease.add_argument("--lease-duration", type=number(int, 0, above=True), default=15,
                        metavar="SECONDS",
                        help="how long a silent holder keeps the lease (default 15)")
@@ -142,7 +150,7 @@ def options_from(args: argparse.Namespace) -> Options:
     return Options(dry_run=args.dry_run, qps=args.qps, burst=args.burst,
                    resync_seconds=args.resync_seconds, events=not args.no_events,
                    exclude_namespaces=tuple(excluded),
-                   identity=args.identity or os.environ.get("POD_NAME") or socket.gethostname(),
+                   identity=args.identity or unique_identity(),
                    lease_namespace=namespace, lease_name=args.lease_name,
                    lease_duration=args.lease_duration, renew_deadline=args.renew_deadline,
                    retry_period=args.retry_period)
@@ -188,15 +196,23 @@ def _run(api: client.ApiClient, policy: Policy | None, options: Options,
         summary = run_once(api, policy, options, stop=stop)
         print(f"reconcile: {summary.line(options.dry_run)}")
     else:
-        assert policy is not None
-        return _serve(api, policy, options, args.metrics_port, stop)
-    return EXIT_FAILED if summary.outcomes[FAILED] else EXIT_OK
+        return _serve(api, PolicyHolder(args.policy), options, args.metrics_port, stop)
+    # A pass cut short (leadership lost, SIGTERM) has not done its job: say so.
+    incomplete = summary.skipped["not-leader"] + summary.skipped["stopping"]
+    if incomplete:
+        print(f"error: the pass stopped early: {incomplete} pods were not reconciled "
+              "(lost the lease or asked to stop)", file=sys.stderr)
+    return EXIT_FAILED if summary.outcomes[FAILED] or incomplete else EXIT_OK
 
 
-def _serve(api: client.ApiClient, policy: Policy, options: Options, metrics_port: int,
-           stop: threading.Event) -> int:
-    service = Service(api, policy, options)
-    http = serve_http(metrics_port, service.metrics, service.health) if metrics_port else None
+def _serve(api: client.ApiClient, policy_file: PolicyHolder, options: Options,
+           metrics_port: int, stop: threading.Event) -> int:
+    service = Service(api, policy_file.policy, options, policy_file=policy_file)
+    try:
+        http = serve_http(metrics_port, service.metrics, service.health) if metrics_port else None
+    except OSError as err:  # not an API problem: say which port
+        raise ReconcileError(f"--metrics-port {metrics_port}: cannot listen: "
+                             f"{err.strerror or err}") from None
     log.info("reconciler %s: lease %s/%s, %.3g writes/s (burst %d), resync every %.0fs%s",
              options.identity, options.lease_namespace, options.lease_name, options.qps,
              options.burst, options.resync_seconds, ", dry run" if options.dry_run else "")

@@ -43,6 +43,7 @@ from .core.policy import Policy
 from .kubeclient import MERGE_PATCH, ApiError, describe_error, request_json
 from .leader import LeaderElector, micro_time
 from .live import NAMESPACES, NODES, PODS, LiveCluster, read_snapshot
+from .state import PolicyHolder
 from .workqueue import TokenBucket, WorkQueue
 
 log = logging.getLogger("poolguard.reconciler")
@@ -485,8 +486,10 @@ class Service:
 
     def __init__(self, api: client.ApiClient, policy: Policy, options: Options, *,
                  out: Callable[[str], None] = print, metrics: Metrics | None = None,
-                 cluster: LiveCluster | None = None) -> None:
+                 cluster: LiveCluster | None = None,
+                 policy_file: PolicyHolder | None = None) -> None:
         self.options = options
+        self.policy_file = policy_file  # re-read when it changes, as the webhook does
         self.metrics = metrics or Metrics()
         self.cluster = cluster or LiveCluster(api, (PODS, NODES, NAMESPACES))
         self.queue = WorkQueue()
@@ -546,10 +549,23 @@ class Service:
     def _resync_loop(self, stop: threading.Event) -> None:
         next_resync = time.monotonic() + self.options.resync_seconds
         while not stop.wait(min(1.0, max(next_resync - time.monotonic(), 0.0))):
+            if self._policy_changed():
+                next_resync = time.monotonic()  # every pod may want another cost now
             if time.monotonic() >= next_resync:
                 next_resync = time.monotonic() + self.options.resync_seconds
                 if self.is_leader():
                     self.enqueue_all()
+
+    def _policy_changed(self) -> bool:
+        """Reload the policy file if it changed (an invalid file keeps the last good one)."""
+        if self.policy_file is None:
+            return False
+        self.policy_file.refresh()
+        if self.policy_file.policy is self.reconciler.policy:
+            return False
+        self.reconciler.policy = self.policy_file.policy
+        log.info("policy changed: re-evaluating every pod")
+        return True
 
     def enqueue_all(self) -> Summary:
         """Evaluate every cached pod; queue those that need a write (a full resync)."""
@@ -610,6 +626,7 @@ class Service:
     def _process(self, key: PodKey) -> None:
         pod = self.cluster.pod(*key)
         if pod is None:
+            self._failures.pop(key, None)  # deleted while a retry was pending
             return
         outcome, _ = self.reconciler.reconcile(pod)
         if outcome == FAILED:

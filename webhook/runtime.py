@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .admission import Context
 from .core.cluster import ClusterView
-from .core.policy import Policy, PolicyError
-from .state import load_policy
+from .state import PolicyHolder
 
 log = logging.getLogger("poolguard")
 
@@ -28,50 +24,6 @@ class Settings:
     policy_check_seconds: float = 5.0  # how often the policy file is checked for changes
     # A Binding can reach us before the pod's watch event: wait this long for the pod.
     pod_wait_seconds: float = 0.25
-
-
-class PolicyHolder:
-    """The last good policy; re-reads its file when it changes and keeps the old on error."""
-
-    def __init__(self, path: str | None, on_error: Callable[[], None] = lambda: None,
-                 on_load: Callable[[], None] = lambda: None) -> None:
-        self.path = path
-        self._on_error, self._on_load = on_error, on_load
-        self.policy: Policy = load_policy(path)  # a bad file at start stops startup
-        self.error: str | None = None
-        self._stamp = self._file_stamp()
-        self._lock = threading.Lock()
-        on_load()
-
-    def _file_stamp(self) -> tuple[float, int] | None:
-        if self.path is None:
-            return None
-        try:
-            # ConfigMap updates swap a symlink, so stat the resolved file.
-            stat = Path(self.path).resolve().stat()
-        except OSError:
-            return None
-        return (stat.st_mtime, stat.st_size)
-
-    def refresh(self) -> None:
-        """Reload the file if it changed; an invalid file leaves the last good policy."""
-        stamp = self._file_stamp()
-        if stamp == self._stamp or self.path is None:
-            return
-        with self._lock:
-            if stamp == self._stamp:
-                return
-            self._stamp = stamp
-            try:
-                self.policy = load_policy(self.path)
-            except PolicyError as err:
-                self.error = str(err)
-                self._on_error()
-                log.error("policy reload rejected, keeping the last good policy: %s", err)
-                return
-            self.error = None
-            self._on_load()
-            log.info("policy reloaded from %s", self.path)
 
 
 class Runtime:

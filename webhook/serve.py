@@ -21,6 +21,8 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
+from .kubeclient import add_cluster_arguments
+
 log = logging.getLogger("poolguard")
 CERT_CHECK_SECONDS = 2.0
 
@@ -165,7 +167,8 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "serve", help="run the admission webhook over HTTPS",
         description="Serve the admission webhook over TLS with gunicorn. Reads the cluster "
-        "from --state FILE, or live through watches (--kubeconfig FILE, else in-cluster).")
+        "from --state FILE, or live through watches (kubeconfig resolved like kubectl, else "
+        "in-cluster).")
     parser.add_argument("--policy", metavar="FILE",
                         help="policy YAML, re-read when it changes (default: built-in policy)")
     parser.add_argument("--cert", required=True, metavar="FILE",
@@ -180,12 +183,9 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--worker-class", choices=("gthread", "sync"), default="gthread",
                         help="gthread (default) keeps the API server's connections alive; "
                         "sync closes each after one request (for comparison only)")
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--state", metavar="FILE",
+    parser.add_argument("--state", metavar="FILE",
                         help="serve from a cluster-state file instead of a live cluster")
-    source.add_argument("--kubeconfig", metavar="FILE",
-                        help="kubeconfig for the live cluster (default: in-cluster config)")
-    parser.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
+    add_cluster_arguments(parser)
     parser.add_argument("--max-staleness", type=float, default=120.0, metavar="SECONDS",
                         help="a cache not heard from the API for longer is not trusted for "
                         "scale checks (default 120)")
@@ -205,6 +205,8 @@ def run_serve(args: argparse.Namespace) -> int:
                          ("--state", args.state)):
         if path is not None and not Path(path).is_file():
             raise CommandError(f"{option} {path}: no such file")
+    if args.state and (args.kubeconfig or args.context):
+        raise CommandError("--state serves from a file: leave out --kubeconfig and --context")
     if args.workers < 1 or args.threads < 1:
         raise CommandError("--workers and --threads must be 1 or more")
     _prepare_metrics_dir()

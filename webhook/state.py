@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,8 @@ import yaml
 from .core.cluster import Snapshot
 from .core.policy import Policy, PolicyError, default_policy, parse_policy
 from .core.shape import ShapeError, check_object_shape
+
+log = logging.getLogger("poolguard")
 
 try:  # the C loader is several times faster on large state files
     _Loader: type = yaml.CSafeLoader
@@ -93,3 +97,47 @@ def load_policy(path: str | Path | None) -> Policy:
         raise PolicyError(f"policy file {path}: expected one YAML document, found "
                           f"{len(documents)}")
     return parse_policy(documents[0], source=f"policy file {path}")
+
+
+class PolicyHolder:
+    """The last good policy; re-reads its file when it changes and keeps the old on error."""
+
+    def __init__(self, path: str | None, on_error: Callable[[], None] = lambda: None,
+                 on_load: Callable[[], None] = lambda: None) -> None:
+        self.path = path
+        self._on_error, self._on_load = on_error, on_load
+        self.policy: Policy = load_policy(path)  # a bad file at start stops startup
+        self.error: str | None = None
+        self._stamp = self._file_stamp()
+        self._lock = threading.Lock()
+        on_load()
+
+    def _file_stamp(self) -> tuple[int, int, int] | None:
+        if self.path is None:
+            return None
+        try:
+            # ConfigMap updates swap a symlink, so stat the resolved file.
+            stat = Path(self.path).resolve().stat()
+        except OSError:
+            return None
+        return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+
+    def refresh(self) -> None:
+        """Reload the file if it changed; an invalid file leaves the last good policy."""
+        stamp = self._file_stamp()
+        if stamp == self._stamp or self.path is None:
+            return
+        with self._lock:
+            if stamp == self._stamp:
+                return
+            self._stamp = stamp
+            try:
+                self.policy = load_policy(self.path)
+            except PolicyError as err:
+                self.error = str(err)
+                self._on_error()
+                log.error("policy reload rejected, keeping the last good policy: %s", err)
+                return
+            self.error = None
+            self._on_load()
+            log.info("policy reloaded from %s", self.path)
