@@ -87,24 +87,21 @@ def scale(resource: str, name: str, old_replicas: int, new_replicas: int,
 
 def workload_update(old: dict[str, Any], new: dict[str, Any],
                     user: dict[str, Any] | None = None) -> dict[str, Any]:
-    resource = old["kind"].lower() + "s"
-    kind = {"group": "apps", "version": "v1", "kind": old["kind"]}
-    res = {"group": "apps", "version": "v1", "resource": resource}
-    return _review({
-        "kind": kind, "resource": res, "requestKind": kind, "requestResource": res,
-        "name": old["metadata"]["name"], "namespace": old["metadata"]["namespace"],
-        "operation": "UPDATE", "userInfo": user or ADMIN, "object": new, "oldObject": old,
-        "dryRun": False, "options": {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"},
-    })
+    return _workload_review("UPDATE", new, old, user or ADMIN)
 
 
 def workload_create(obj: dict[str, Any]) -> dict[str, Any]:
-    resource = obj["kind"].lower() + "s"
+    return _workload_review("CREATE", obj, None, ADMIN)
+
+
+def _workload_review(operation: str, obj: dict[str, Any], old: dict[str, Any] | None,
+                     user: dict[str, Any]) -> dict[str, Any]:
     kind = {"group": "apps", "version": "v1", "kind": obj["kind"]}
-    res = {"group": "apps", "version": "v1", "resource": resource}
+    res = {"group": "apps", "version": "v1", "resource": obj["kind"].lower() + "s"}
     return _review({
         "kind": kind, "resource": res, "requestKind": kind, "requestResource": res,
         "name": obj["metadata"]["name"], "namespace": obj["metadata"]["namespace"],
-        "operation": "CREATE", "userInfo": ADMIN, "object": obj, "oldObject": None,
-        "dryRun": False, "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+        "operation": operation, "userInfo": user, "object": obj, "oldObject": old,
+        "dryRun": False, "options": {"kind": f"{operation.title()}Options",
+                                     "apiVersion": "meta.k8s.io/v1"},
     })

@@ -237,10 +237,7 @@ class Reconciler:
         return outcome, reason
 
     def _reconcile(self, pod: Obj) -> tuple[str, str]:
-        current: Obj | None = pod
-        for _ in range(CONFLICT_RETRIES):
-            if current is None:
-                return SKIPPED, "gone"
+        def attempt(current: Obj) -> tuple[str, str] | None:
             verdict = self.evaluate(current)
             if verdict.outcome != "patch":
                 return verdict.outcome, verdict.reason
@@ -251,20 +248,28 @@ class Reconciler:
             result = self._write(current, _cost_patch(current, verdict.decision))
             if result[0] == PATCHED:
                 self._log_and_event(current, verdict.decision)
-                return result
-            if result[0] != "conflict":
-                return result
-            ok, current = self._fetch(current)
-            if not ok:
-                return FAILED, ""
-        return FAILED, ""
+            return None if result[0] == "conflict" else result
 
-    def cleanup(self, pod: Obj) -> str:
-        """Remove the annotations poolguard owns from one pod; CLEANED or UNTOUCHED."""
+        return self._retry_conflicts(pod, attempt, gone=(SKIPPED, "gone"), failed=(FAILED, ""))
+
+    def _retry_conflicts(self, pod: Obj, attempt: Callable[[Obj], Any], *, gone: Any,
+                         failed: Any) -> Any:
+        """Run `attempt` (None means 409 Conflict), re-reading the pod before each retry."""
         current: Obj | None = pod
         for _ in range(CONFLICT_RETRIES):
             if current is None:
-                return UNTOUCHED
+                return gone
+            result = attempt(current)
+            if result is not None:
+                return result
+            ok, current = self._fetch(current)
+            if not ok:
+                return failed
+        return failed
+
+    def cleanup(self, pod: Obj) -> str:
+        """Remove the annotations poolguard owns from one pod; CLEANED or UNTOUCHED."""
+        def attempt(current: Obj) -> str | None:
             keys = owned_keys(annotations_of(current))
             if not keys:
                 return UNTOUCHED
@@ -278,11 +283,11 @@ class Reconciler:
             if result == PATCHED:
                 log.info("removed %s from %s", ", ".join(keys), _pod_name(current))
                 return CLEANED
-            if result != "conflict":
-                return UNTOUCHED if result == SKIPPED else FAILED
-            ok, current = self._fetch(current)
-            if not ok:
-                return FAILED
+            if result == "conflict":
+                return None
+            return UNTOUCHED if result == SKIPPED else FAILED
+
+        return self._retry_conflicts(pod, attempt, gone=UNTOUCHED, failed=FAILED)
         return FAILED
 
     def _write(self, pod: Obj, patch: dict[str, Any]) -> tuple[str, str]:
