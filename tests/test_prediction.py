@@ -440,8 +440,10 @@ def test_deployment_victims_use_deployment_wide_ranks():
     # per RS alone every pod would have rank 1 and the choice would be a coin toss.
     assert sorted(p.name for p in prediction.victims) == ["new-b", "old-b"]
     assert {p.replica_set for p in prediction.victims} == {"web-old", "web-new"}
-    assert prediction.tie_groups == []
-    assert prediction.possible_victims == []
+    # But that is the order where neither ReplicaSet has deleted yet. If one syncs first,
+    # node-b loses its pod and the other ReplicaSet's two pods tie at rank 1: either may
+    # go (tests/test_rollout.py covers the model).
+    assert sorted(p.name for p in prediction.possible_victims) == ["new-c", "old-a"]
 
 
 def test_single_replicaset_deployment_gets_exactly_the_new_count():

@@ -29,13 +29,16 @@ from .kube import (
 )
 from .ranking import (
     BURST_REPLICAS,
+    Deletion,
     RankedPod,
     TieGroup,
     is_pod_active,
     possible_victims,
     predict_deletions,
     ranked_pod,
+    related_pods_per_node,
 )
+from .rollout import ShrinkingReplicaSet, sync_order_groups
 from .selectors import workload_selector_matches
 
 MAX_REPLICAS_ANNOTATION = "deployment.kubernetes.io/max-replicas"
@@ -197,6 +200,7 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
     all_pods = _pods_matching_any(view.pods(namespace), replicasets)
     shrinking = [name for name, size in targets.items()
                  if size < replicas_of(_named(replicasets, name), default=0)]
+    deletions: dict[str, Deletion] = {}
     for rs in _by_creation(replicasets):
         rs_name = name_of(rs)
         current = replicas_of(rs, default=0)
@@ -204,12 +208,31 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
         prediction.replica_set_targets[rs_name] = (current, target)
         deletion = predict_deletions(owned_objects(all_pods, rs), all_pods, target, now_ns, burst)
         _tag_replicaset(deletion.order, rs_name)
+        deletions[rs_name] = deletion
         prediction.victims.extend(deletion.victims)
         prediction.survivors.extend(deletion.order[len(deletion.victims):])
-        prediction.tie_groups.extend(deletion.tie_groups)
         if shrinking == [rs_name] and len(targets) == 1:
             prediction.prefix_order = deletion.order
+    prediction.tie_groups = _tie_groups_over_sync_orders(deletions, all_pods, burst)
     return prediction
+
+
+def _tie_groups_over_sync_orders(deletions: Mapping[str, Deletion],
+                                 all_pods: Sequence[Mapping[str, Any]],
+                                 burst: int) -> list[TieGroup]:
+    """The uncertain pods of each ReplicaSet, over every order their syncs can take.
+
+    With one ReplicaSet deleting, no sibling deletion can change a rank and the tie
+    groups of its own prediction say it all; with several, see `rollout`.
+    """
+    deleting = [name for name, d in deletions.items() if d.victims]
+    if len(deleting) < 2:
+        return [group for d in deletions.values() for group in d.tie_groups]
+    groups = sync_order_groups(
+        [ShrinkingReplicaSet(name, deletions[name].order, len(deletions[name].victims),
+                             deletions[name].victims) for name in deleting],
+        related_pods_per_node(all_pods), burst)
+    return [group for group in groups.values() if group is not None]
 
 
 def _named(objects: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any]:
