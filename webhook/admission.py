@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +26,7 @@ from .core.kube import annotations_of, labels_of, replicas_of, spec_of
 from .core.mutation import SET, annotation_patch, decide_cost, is_governed, pinned_pool
 from .core.policy import Policy
 from .core.shape import ShapeError, check_object_shape, check_placement_shape
+from .core.text import split_at_clauses
 
 API_VERSION = "admission.k8s.io/v1"
 MAX_WARNING_LENGTH = 120  # what kubectl shows comfortably on one line
@@ -317,15 +317,14 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _warnings(texts: Any) -> list[str]:
-    """Single-line warnings of at most 120 characters: long texts continue on more lines.
+    """Single-line warnings of at most 120 characters, split between clauses.
 
     Stops before the API server's 4096-character total, where it would cut them itself.
     """
     out: list[str] = []
     total = 0
     for text in texts:
-        for line in textwrap.wrap(" ".join(text.split()), MAX_WARNING_LENGTH,
-                                  subsequent_indent="... ", break_on_hyphens=False):
+        for line in split_at_clauses(text, MAX_WARNING_LENGTH):
             if total + len(line) > MAX_WARNINGS_TOTAL:
                 return out
             out.append(line)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .cluster import ClusterView
+from .deletion_cost import DELETION_COST_ANNOTATION, go_quote, is_valid_deletion_cost
 from .kube import (
     annotations_of,
     controller_ref,
@@ -175,12 +176,30 @@ def _predict_replicaset(view: ClusterView, rs: Mapping[str, Any], to_replicas: i
     prediction.tie_groups = deletion.tie_groups
     prediction.order = deletion.order
     prediction.prefix_order = deletion.order
+    prediction.notes.extend(invalid_cost_notes(deletion.order))
     if controller_ref(rs) is not None:
         prediction.notes.append(
             f"ReplicaSet {name_of(rs)} is managed by {controller_ref(rs).get('kind')} "
             f"{controller_ref(rs).get('name')}, which will undo a direct scale"
         )
     return prediction
+
+
+def invalid_cost_notes(pods: Sequence[RankedPod]) -> list[str]:
+    """Name the pods whose deletion cost the API server would reject, with the raw value.
+
+    Such values predate validation or were written around it; the ReplicaSet
+    controller counts them as 0, which may not be what their author meant.
+    """
+    invalid = []
+    for pod in sorted(pods, key=lambda p: p.name):
+        raw = annotations_of(pod.pod).get(DELETION_COST_ANNOTATION)
+        if raw is not None and not is_valid_deletion_cost(str(raw)):
+            invalid.append(f"{pod.name} ({go_quote(str(raw))})")
+    if not invalid:
+        return []
+    shown = ", ".join(invalid[:5]) + (f" and {len(invalid) - 5} more" if len(invalid) > 5 else "")
+    return [f"invalid deletion cost on {shown}; the ReplicaSet controller counts it as 0"]
 
 
 def _tag_replicaset(pods: list[RankedPod], replicaset: str) -> None:
@@ -214,6 +233,7 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
         if shrinking == [rs_name] and len(targets) == 1:
             prediction.prefix_order = deletion.order
     prediction.tie_groups = _tie_groups_over_sync_orders(deletions, all_pods, burst)
+    prediction.notes.extend(invalid_cost_notes(prediction.victims + prediction.survivors))
     return prediction
 
 
@@ -463,22 +483,44 @@ def _predict_statefulset(view: ClusterView, sts: Mapping[str, Any],
                          to_replicas: int) -> ScalePrediction:
     prediction = _empty_prediction(sts, to_replicas)
     start = int((spec_of(sts).get("ordinals") or {}).get("start") or 0)
-    members: list[tuple[int, RankedPod]] = []
+    members: dict[int, RankedPod] = {}
     for pod in view.pods(namespace_of(sts)):
         ordinal = stateful_ordinal(name_of(pod), name_of(sts))
         if ordinal is not None and is_pod_active(pod) and _is_controlled_by(pod, sts):
-            members.append((ordinal, ranked_pod(pod, 0)))
-    members.sort(key=lambda item: -item[0])
+            members[ordinal] = ranked_pod(pod, 0)
     in_range = range(start, start + to_replicas)
-    prediction.victims = [pod for ordinal, pod in members if ordinal not in in_range]
-    prediction.survivors = [pod for ordinal, pod in members if ordinal in in_range]
-    prediction.order = [pod for _, pod in members]
+    descending = sorted(members, reverse=True)
+    # Condemned pods (outside the range, also below a raised ordinals.start) go highest
+    # ordinal first; the order goes on with the pods in range, as smaller scales take them.
+    prediction.victims = [members[o] for o in descending if o not in in_range]
+    prediction.survivors = [members[o] for o in descending if o in in_range]
+    prediction.order = prediction.victims + prediction.survivors
     prediction.prefix_order = prediction.order
     ordered_ready = (spec_of(sts).get("podManagementPolicy") or "OrderedReady") == "OrderedReady"
-    if ordered_ready and len(prediction.victims) > 1:
-        prediction.notes.append("OrderedReady: pods are deleted one at a time, "
-                                    "highest ordinal first")
+    if ordered_ready and prediction.victims:
+        prediction.notes.extend(_ordered_ready_notes(sts, members, in_range,
+                                                     len(prediction.victims)))
     return prediction
+
+
+def _ordered_ready_notes(sts: Mapping[str, Any], members: Mapping[int, RankedPod],
+                         in_range: range, condemned: int) -> list[str]:
+    """What OrderedReady (podManagementPolicy) does to this scale-down, in words."""
+    notes = []
+    blocking = [members[o].name for o in in_range
+                if o in members and not _running_and_ready(members[o])]
+    missing = [f"{name_of(sts)}-{o}" for o in in_range if o not in members]
+    if blocking or missing:
+        what = ", ".join(blocking[:5] + [f"{name} (missing)" for name in missing[:5]])
+        notes.append(f"OrderedReady: nothing is deleted while a pod in the new range is not "
+                     f"Running and Ready; waiting for {what}")
+    if condemned > 1:
+        notes.append("OrderedReady: pods are deleted one at a time, highest ordinal first")
+    return notes
+
+
+def _running_and_ready(pod: RankedPod) -> bool:
+    return status_of(pod.pod).get("phase") == "Running" and pod.ready
 
 
 def stateful_ordinal(pod_name: str, set_name: str) -> int | None:
