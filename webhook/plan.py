@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .core.assessment import Assessment, assess_scale
+from .core.assessment import Assessment
 from .core.cluster import ClusterView, canonical_kind
+from .core.decision import decide_scale
 from .core.policy import Policy
 from .core.ranking import RankedPod, deciding_rule
 from .core.verdict import placement
+
+VICTIM, POSSIBLE_VICTIM, SURVIVES = "victim", "possible-victim", "survives"
 
 
 class PlanError(ValueError):
@@ -38,12 +41,15 @@ def build_plan(view: ClusterView, policy: Policy, workload_ref: str, replicas: i
     workload = view.workload(kind, namespace, name)
     if workload is None:
         raise PlanError(f"{kind} {namespace}/{name}: not found in the cluster state")
-    return plan_document(view, policy, assess_scale(view, policy, workload, replicas, now_ns),
-                         now_ns)
+    # The webhook's own decision, with a preview of the victims even out of scope.
+    decision = decide_scale(view, policy, workload, replicas, now_ns, preview_out_of_scope=True)
+    assert decision.assessment is not None
+    return plan_document(view, policy, decision.assessment, now_ns, decision.out_of_scope)
 
 
 def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
-                  now_ns: int | None) -> dict[str, Any]:
+                  now_ns: int | None, out_of_scope: str | None = None) -> dict[str, Any]:
+    """The plan as a plain dict; `out_of_scope` says why the webhook would not check it."""
     prediction, verdict = assessment.prediction, assessment.verdict
     with_rs = prediction.kind in ("Deployment", "ReplicaSet")
     first_survivor = {}
@@ -77,6 +83,11 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
         "violations": [{"rule": v.rule, "message": v.message} for v in verdict.violations],
         "warnings": verdict.warnings,
         "safeReplicas": verdict.safe_replicas,
+        "checked": out_of_scope is None,
+        "notCheckedBecause": out_of_scope,
+        # Only the webhook sees who scales: these users' requests are never checked.
+        "exemptUsers": list(policy.scale_down.exempt_users),
+        "pods": _pod_entries(view, policy, assessment),
     }
     if prediction.order is not None:
         document["order"] = [p.name for p in prediction.order]
@@ -86,6 +97,27 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
             for name, (before, after) in prediction.replica_set_targets.items()
         }
     return document
+
+
+def _pod_entries(view: ClusterView, policy: Policy,
+                 assessment: Assessment) -> list[dict[str, Any]]:
+    """Every active pod of the workload with its place and fate; victims numbered in order."""
+    prediction = assessment.prediction
+    possible = {id(p) for p in prediction.possible_victims}
+    entries = []
+    for index, pod in enumerate(prediction.victims + prediction.survivors):
+        place = placement(policy, view.node, pod)
+        is_victim = index < len(prediction.victims)
+        entry: dict[str, Any] = {
+            "name": pod.name, "node": pod.node_name or None, "pool": place.pool,
+            "protected": place.protected,
+            "fate": VICTIM if is_victim else POSSIBLE_VICTIM if id(pod) in possible else SURVIVES,
+            "deletionOrder": index + 1 if is_victim else None,
+        }
+        if pod.replica_set:
+            entry["replicaSet"] = pod.replica_set
+        entries.append(entry)
+    return entries
 
 
 def render_text(document: Mapping[str, Any]) -> str:
@@ -111,16 +143,21 @@ def render_text(document: Mapping[str, Any]) -> str:
                                for i, cell in enumerate(row)).rstrip() for row in rows)
     if document["possibleVictims"]:
         lines.append("")
-        lines.append("Might be deleted instead (tied with a victim until the controller's own "
-                     "order decides): " + ", ".join(document["possibleVictims"]))
+        lines.append("Might be deleted instead, depending on orders the controllers choose "
+                     "(ties, ReplicaSet syncs): " + ", ".join(document["possibleVictims"]))
     lines.append("")
     lines.append("Verdict: " + _verdict_word(document))
     lines.extend(f"  [{v['rule']}] {v['message']}" for v in document["violations"])
     lines.extend(f"  warning: {w}" for w in document["warnings"])
+    if document["exemptUsers"]:
+        lines.append("  unknown to plan: who scales; the webhook does not check requests by "
+                     "scaleDown.exemptUsers (" + ", ".join(document["exemptUsers"]) + ")")
     return "\n".join(lines)
 
 
 def _verdict_word(document: Mapping[str, Any]) -> str:
+    if not document["checked"]:
+        return "ALLOWED (not checked: " + document["notCheckedBecause"] + ")"
     if not document["violations"]:
         return "ALLOWED"
     if not document["allowed"]:
