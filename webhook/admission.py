@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .core.assessment import Assessment, assess_scale
+from .core.assessment import Assessment
 from .core.cluster import WORKLOAD_RESOURCES, ClusterView
+from .core.decision import decide_scale
 from .core.deletion_cost import (
     DELETION_COST_ANNOTATION,
     InvalidDeletionCost,
@@ -248,13 +249,12 @@ def review_scale(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
         return _untrusted(request, ctx, problem)
     if workload is None:
         return _untrusted(request, ctx, f"{kind} {namespace}/{name} is not in poolguard's cache")
-    template_labels = ((spec_of(workload).get("template") or {}).get("metadata") or {}).get(
-        "labels") or {}
-    if not is_governed(ctx.policy, ctx.view.namespace_labels(namespace), template_labels):
+    # The same decision as `plan`: selectors, skip labels, prediction, verdict.
+    decision = decide_scale(ctx.view, ctx.policy, workload, to_replicas, ctx.now_ns())
+    if decision.assessment is None:
         ctx.outcomes.append("not-governed")
         return allow(request)
-    assessment = assess_scale(ctx.view, ctx.policy, workload, to_replicas, ctx.now_ns())
-    return _scale_response(request, ctx, assessment)
+    return _scale_response(request, ctx, decision.assessment)
 
 
 def _replicas(obj: Any, where: str) -> int:
