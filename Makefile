@@ -11,7 +11,7 @@ SERVICE ?= poolguard-webhook
 
 .DEFAULT_GOAL := help
 include mk/install.mk
-.PHONY: help install test lint bench run bench-core bench-server bench-reconciler soak hey
+.PHONY: help install test lint bench run bench-core bench-server bench-reconciler soak hey chromium
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install poolguard with its test tools
 
-test: $(STAMP) ## run lint and the whole test suite
+test: $(STAMP) chromium ## run lint and the whole test suite
 	$(PY) -m ruff check webhook certs tests bench
 	$(PY) -m pytest
 
@@ -41,6 +41,11 @@ bench-server: $(STAMP) hey
 
 soak: $(STAMP) hey ## mixed load stepped up to saturation, then a killed worker and cert rotations
 	$(PY) bench/soak.py
+
+# The plan page is checked in headless Chromium; without root or apt its test is skipped.
+chromium:
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) \
+		|| echo "chromium could not be installed: the plan page test will be skipped"
 
 hey:
 	@command -v hey >/dev/null || (apt-get update -qq && apt-get install -y -qq hey)

@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from .core.assessment import Assessment
-from .core.cluster import ClusterView, canonical_kind
+from .core.cluster import ClusterView, Snapshot, canonical_kind
 from .core.decision import decide_scale
+from .core.kube import controller_ref, name_of, namespace_of, replicas_of
 from .core.policy import Policy
 from .core.ranking import RankedPod, deciding_rule
 from .core.verdict import placement
@@ -32,15 +33,34 @@ def parse_workload_ref(text: str) -> tuple[str, str, str]:
     return kind, parts[1], parts[2]
 
 
+def find_workload(view: ClusterView, workload_ref: str) -> Mapping[str, Any]:
+    """The workload KIND/NAMESPACE/NAME names, or PlanError saying why it is not there."""
+    kind, namespace, name = parse_workload_ref(workload_ref)
+    workload = view.workload(kind, namespace, name)
+    if workload is None:
+        raise PlanError(f"{kind} {namespace}/{name}: not found in {_describe(view)}")
+    return workload
+
+
+def _describe(view: ClusterView) -> str:
+    """The cluster state, in words that say when it holds no workloads at all."""
+    workloads = getattr(view, "workloads", None)
+    if workloads is not None and not workloads():
+        return "the cluster state, which holds no Deployments, ReplicaSets or StatefulSets"
+    return "the cluster state"
+
+
+def current_replicas(view: ClusterView, workload_ref: str) -> int:
+    """The workload's spec.replicas (for --replicas-delta)."""
+    return replicas_of(find_workload(view, workload_ref))
+
+
 def build_plan(view: ClusterView, policy: Policy, workload_ref: str, replicas: int,
                now_ns: int | None) -> dict[str, Any]:
     """The plan document (the stable JSON interface) for scaling a workload."""
     if replicas < 0:
         raise PlanError(f"--replicas {replicas}: must be 0 or more")
-    kind, namespace, name = parse_workload_ref(workload_ref)
-    workload = view.workload(kind, namespace, name)
-    if workload is None:
-        raise PlanError(f"{kind} {namespace}/{name}: not found in the cluster state")
+    workload = find_workload(view, workload_ref)
     # The webhook's own decision, with a preview of the victims even out of scope.
     decision = decide_scale(view, policy, workload, replicas, now_ns, preview_out_of_scope=True)
     assert decision.assessment is not None
@@ -118,6 +138,61 @@ def _pod_entries(view: ClusterView, policy: Policy,
             entry["replicaSet"] = pod.replica_set
         entries.append(entry)
     return entries
+
+
+def audit_workloads(view: Snapshot, policy: Policy, delta: int | None, replicas: int | None,
+                    now_ns: int | None) -> list[dict[str, Any]]:
+    """A plan for every workload a person scales (Deployments, StatefulSets, bare ReplicaSets).
+
+    ReplicaSets a Deployment owns are left out: their Deployment is planned instead.
+    A workload already at 0 has no scale-down to check and is left out too.
+    """
+    documents = []
+    for workload in sorted(view.workloads(), key=lambda w: (namespace_of(w), w.get("kind") or "",
+                                                            name_of(w))):
+        if workload.get("kind") == "ReplicaSet" and controller_ref(workload) is not None:
+            continue
+        current = replicas_of(workload)
+        target = replicas if replicas is not None else max(current + (delta or 0), 0)
+        if current == 0 or target >= current:
+            continue
+        ref = f"{workload['kind']}/{namespace_of(workload)}/{name_of(workload)}"
+        documents.append(build_plan(view, policy, ref, target, now_ns))
+    return documents
+
+
+def render_audit(documents: list[Mapping[str, Any]], source: str) -> str:
+    """One line per workload: its scale-down and the verdict, the worst first."""
+    if not documents:
+        return f"No workload in {source} has a scale-down to check."
+    order = {"DENIED": 0, "VIOLATES": 1, "ALLOWED": 2, "NOT CHECKED": 3}
+    rows = sorted((_audit_row(doc) for doc in documents), key=lambda r: order[r[2]])
+    table = [("WORKLOAD", "REPLICAS", "VERDICT", "DETAIL"), *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(3)]
+    lines = ["  ".join(cell.ljust(widths[i]) if i < 3 else cell
+                       for i, cell in enumerate(row)).rstrip() for row in table]
+    counts = {word: sum(1 for r in rows if r[2] == word) for word in order}
+    lines.append("")
+    lines.append(f"{len(rows)} workloads: {counts['DENIED']} denied, {counts['VIOLATES']} "
+                 f"allowed despite violations, {counts['ALLOWED']} allowed, "
+                 f"{counts['NOT CHECKED']} not checked.")
+    return "\n".join(lines)
+
+
+def _audit_row(document: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    workload, replicas = document["workload"], document["replicas"]
+    name = f"{workload['kind']} {workload['namespace']}/{workload['name']}"
+    sizes = f"{replicas['from']} -> {replicas['to']}"
+    if not document["checked"]:
+        return name, sizes, "NOT CHECKED", document["notCheckedBecause"]
+    rules = ", ".join(v["rule"] for v in document["violations"])
+    if not rules:
+        return name, sizes, "ALLOWED", ""
+    safe = document["safeReplicas"]
+    detail = f"{rules}; safe down to {safe} replicas"
+    if document["allowed"]:
+        return name, sizes, "VIOLATES", f"{detail} (enforcement: {document['enforcement']})"
+    return name, sizes, "DENIED", detail
 
 
 def render_text(document: Mapping[str, Any]) -> str:
