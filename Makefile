@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install poolguard with its test tools
 
-test: $(STAMP) chromium ## run lint and the whole test suite
+test: $(STAMP) ## run lint and the whole test suite
 	$(PY) -m ruff check webhook certs tests bench
 	$(PY) -m pytest
 
@@ -43,8 +43,9 @@ soak: $(STAMP) hey ## mixed load stepped up to saturation, then a killed worker 
 	$(PY) bench/soak.py
 
 # The plan page is checked in headless Chromium; without root or apt its test is skipped.
+test: chromium
 chromium:
-	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) \
+	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
 		|| echo "chromium could not be installed: the plan page test will be skipped"
 
 hey:

@@ -8,7 +8,7 @@ IMAGE ?= poolguard:$(POOLGUARD_VERSION)
 OVERLAY ?= manifests/overlays/self-signed
 MANIFEST ?= build/poolguard.yaml
 
-.PHONY: certs manifests deploy undeploy image
+.PHONY: certs manifests deploy undeploy image kube-context
 
 # Made once; `make certs` again is a no-op. Rotate with `$(PY) -m certs renew --out-dir $(CERT_DIR)`.
 $(CERT_DIR)/tls.crt: | $(STAMP)
@@ -23,15 +23,24 @@ manifests: $(CERT_DIR)/tls.crt ## render the self-signed overlay with the caBund
 			"make an overlay for NAMESPACE=$(NAMESPACE) SERVICE=$(SERVICE)" >&2; exit 2; fi
 	@mkdir -p $(dir $(MANIFEST))
 	set -o pipefail; $(KUBECTL) kustomize $(OVERLAY) \
-		| $(PY) -m certs inject --ca-file $(CERT_DIR)/ca.crt > $(MANIFEST).tmp
+		| $(PY) -m certs inject --ca-file $(CERT_DIR)/ca.crt > $(MANIFEST).tmp \
+		|| { rm -f $(MANIFEST).tmp; exit 1; }
 	mv $(MANIFEST).tmp $(MANIFEST)
 	@echo "wrote $(MANIFEST); the Secret is $(CERT_DIR)/secret.yaml (make deploy applies both)"
 
-deploy: manifests ## kubectl apply build/poolguard.yaml and the TLS Secret to the current context
+deploy: kube-context manifests ## kubectl apply build/poolguard.yaml and the TLS Secret to the current context
 	@echo "deploying to context $$($(KUBECTL) config current-context)"
 	$(KUBECTL) apply --server-side --field-manager=poolguard -f $(MANIFEST)
 	$(KUBECTL) apply --server-side --field-manager=poolguard -f $(CERT_DIR)/secret.yaml
 	$(KUBECTL) -n $(NAMESPACE) rollout status deployment/poolguard-webhook --timeout=120s
+
+# Before anything is rendered or applied: kubectl without a current context would apply
+# nowhere useful, or fail half-way through.
+kube-context:
+	@$(KUBECTL) config current-context >/dev/null 2>&1 || { echo "error: kubectl has no" \
+		"current context ('$(KUBECTL) config current-context' failed); pick one with" \
+		"'$(KUBECTL) config use-context NAME' or set KUBECONFIG, then run make deploy again;" \
+		"nothing was applied" >&2; exit 2; }
 
 undeploy: ## remove poolguard from the current context (webhook configurations first)
 	@echo "note: the deletion costs poolguard set stay on the pods (harmless: they only order"
