@@ -62,7 +62,7 @@ def build_plan(view: ClusterView, policy: Policy, workload_ref: str, replicas: i
         raise PlanError(f"--replicas {replicas}: must be 0 or more")
     workload = find_workload(view, workload_ref)
     # The webhook's own decision, with a preview of the victims even out of scope.
-    decision = decide_scale(view, policy, workload, replicas, now_ns, preview_out_of_scope=True)
+    decision = decide_scale(view, policy, workload, replicas, now_ns, preview=True)
     assert decision.assessment is not None
     return plan_document(view, policy, decision.assessment, now_ns, decision.out_of_scope)
 

@@ -19,11 +19,18 @@ class Assessment:
 
 
 def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
-                 to_replicas: int, now_ns: int | None) -> Assessment:
-    """Predict the victims of scaling `workload` to `to_replicas` and judge them."""
+                 to_replicas: int, now_ns: int | None,
+                 safe_count_when_allowed: bool = True) -> Assessment:
+    """Predict the victims of scaling `workload` to `to_replicas` and judge them.
+
+    The safe replica count takes several predictions for a rollout; the webhook, which
+    shows it only in a violation's fix, skips it otherwise (`safe_count_when_allowed`).
+    """
     prediction = predict_scale(view, workload, to_replicas, now_ns)
     verdict = evaluate(policy, prediction, view.node)
-    verdict.safe_replicas = smallest_safe_replicas(view, policy, workload, prediction, now_ns)
+    if verdict.violations or safe_count_when_allowed:
+        verdict.safe_replicas = smallest_safe_replicas(view, policy, workload, prediction,
+                                                       now_ns)
     if verdict.violations:
         fix = _fix_text(prediction, verdict.safe_replicas)
         for violation in verdict.violations:

@@ -59,16 +59,18 @@ def out_of_scope_reason(policy: Policy, namespace_labels: Mapping[str, str],
 
 def decide_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
                  to_replicas: int, now_ns: int | None,
-                 preview_out_of_scope: bool = False) -> ScaleDecision:
+                 preview: bool = False) -> ScaleDecision:
     """Decide a scale of `workload` to `to_replicas` as the webhook does.
 
-    Out of scope, the webhook allows without predicting; `preview_out_of_scope` still
-    predicts the victims (for `plan`), with a verdict that allows and says why.
+    `preview` (for `plan`) adds what the webhook does not need for its answer: the victims
+    of a scale out of scope (with a verdict that allows and says why), and the safe
+    replica count of an allowed scale.
     """
     reason = out_of_scope_reason(policy, view.namespace_labels(namespace_of(workload)), workload)
     if reason is None:
-        return ScaleDecision(None, assess_scale(view, policy, workload, to_replicas, now_ns))
-    if not preview_out_of_scope:
+        return ScaleDecision(None, assess_scale(view, policy, workload, to_replicas, now_ns,
+                                                safe_count_when_allowed=preview))
+    if not preview:
         return ScaleDecision(reason, None)
     prediction = predict_scale(view, workload, to_replicas, now_ns)
     verdict = Verdict(allowed=True, enforcement=policy.scale_down.enforcement,

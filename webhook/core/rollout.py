@@ -30,6 +30,7 @@ pods, of which `k - len(certain)` go) that the verdict judges on the worst case.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -100,19 +101,17 @@ def _possible(rs: ShrinkingReplicaSet, gone: Counter[str],
     """Pods that go in the order most favourable to deleting each of them."""
     if rs.removed <= 0:
         return set()
-    groups = _groups_by_rules_1_to_4(rs.pods)
-    keys = sorted(groups)
     result = set()
     ahead = 0  # pods in groups strictly before on rules 1-4
-    for key in keys:
-        members = groups[key]
-        lowest = _node_ranks(members, gone, node_counts, lowest=True)
-        for pod in members:
-            own = node_counts.get(pod.node_name, 0)
-            before = sum(count for node, (rank, count) in lowest.items()
-                         if node != pod.node_name and rank > own)
-            if ahead + before < rs.removed:
-                result.add(id(pod))
+    for _key, members in sorted(_groups_by_rules_1_to_4(rs.pods).items()):
+        per_node = Counter(pod.node_name for pod in members)
+        # Pods on other nodes strictly ahead: their node's lowest rank above this node's
+        # full count (this node's own lowest rank never is, so it needs no exclusion).
+        lowest = _RankCounts({node: node_counts.get(node, 0) - gone[node] for node in per_node},
+                             per_node)
+        for node in per_node:
+            if ahead + lowest.above(node_counts.get(node, 0)) < rs.removed:
+                result.update(id(pod) for pod in members if pod.node_name == node)
         ahead += len(members)
         if ahead >= rs.removed:
             break
@@ -122,28 +121,35 @@ def _possible(rs: ShrinkingReplicaSet, gone: Counter[str],
 def _certain(rs: ShrinkingReplicaSet, gone: Counter[str],
              node_counts: Mapping[str, int]) -> set[int]:
     """Pods that go in every order, even the one least favourable to deleting them."""
-    groups = _groups_by_rules_1_to_4(rs.pods)
     result = set()
     ahead = 0
-    for key in sorted(groups):
-        members = groups[key]
+    for _key, members in sorted(_groups_by_rules_1_to_4(rs.pods).items()):
         if ahead >= rs.removed:
             break
-        full = _node_ranks(members, gone, node_counts, lowest=False)
-        for pod in members:
-            own = node_counts.get(pod.node_name, 0) - gone[pod.node_name]
-            same_node = full[pod.node_name][1] - 1
-            not_after = same_node + sum(count for node, (rank, count) in full.items()
-                                        if node != pod.node_name and rank >= own)
+        per_node = Counter(pod.node_name for pod in members)
+        full = _RankCounts({node: node_counts.get(node, 0) for node in per_node}, per_node)
+        for node in per_node:
+            # Ahead of or tied with a pod here, at its node's lowest rank: every other
+            # member on a node whose full rank is at least that (its own node included).
+            not_after = full.at_least(node_counts.get(node, 0) - gone[node]) - 1
             if ahead + not_after < rs.removed:
-                result.add(id(pod))
+                result.update(id(pod) for pod in members if pod.node_name == node)
         ahead += len(members)
     return result
 
 
-def _node_ranks(members: Sequence[RankedPod], gone: Counter[str], node_counts: Mapping[str, int],
-                lowest: bool) -> dict[str, tuple[int, int]]:
-    """Per node among `members`: (its rank at the lowest or full count, members on it)."""
-    per_node = Counter(pod.node_name for pod in members)
-    return {node: (node_counts.get(node, 0) - (gone[node] if lowest else 0), count)
-            for node, count in per_node.items()}
+class _RankCounts:
+    """How many pods sit on nodes whose rank is above, or at least, a given value."""
+
+    def __init__(self, ranks: Mapping[str, int], pods_per_node: Mapping[str, int]) -> None:
+        pairs = sorted((rank, pods_per_node[node]) for node, rank in ranks.items())
+        self._ranks = [rank for rank, _ in pairs]
+        self._from = [0] * (len(pairs) + 1)  # pods on nodes from index i to the end
+        for index in range(len(pairs) - 1, -1, -1):
+            self._from[index] = self._from[index + 1] + pairs[index][1]
+
+    def above(self, rank: int) -> int:
+        return self._from[bisect_right(self._ranks, rank)]
+
+    def at_least(self, rank: int) -> int:
+        return self._from[bisect_left(self._ranks, rank)]
