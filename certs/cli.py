@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from webhook.cli.argtypes import OneLineErrors, number
+from webhook.errors import InputError
 
 from . import pki
 from .errors import CertsError
@@ -461,6 +462,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except (CertsError, pki.PKIError) as err:
+    except InputError as err:  # CertsError, PKIError: one `error:` line, exit code 2
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE

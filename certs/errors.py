@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from webhook.errors import InputError
 
-class CertsError(Exception):
+
+class CertsError(InputError):
     """Printed as one `error:` line; exit code 2."""

@@ -110,5 +110,5 @@ def test_reconciler_roles_are_exactly_what_it_calls(tmp_path):
     allowed = granted("poolguard-reconciler") | granted(
         "poolguard-reconciler-leader-election", kind="Role")
     assert used <= allowed, f"used but not granted: {used - allowed}"
-    # get pods only re-reads a pod after a 409 Conflict (tests/reconciler/test_reconciler.py covers it)
+    # get pods only re-reads a pod after a 409 Conflict (tests/reconciler/test_reconciler.py)
     assert allowed - used == {("", "pods", "get")}, f"granted but never used: {allowed - used}"

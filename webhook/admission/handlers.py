@@ -27,13 +27,14 @@ from ..core.kube import annotations_of, labels_of, replicas_of, spec_of
 from ..core.mutation import SET, annotation_patch, decide_cost, is_governed, pinned_pool
 from ..core.policy import Policy
 from ..core.shape import ShapeError, check_object_shape, check_placement_shape
+from ..errors import InputError
 
 API_VERSION = "admission.k8s.io/v1"
 MAX_WARNING_LENGTH = 120  # what kubectl shows comfortably on one line
 MAX_WARNINGS_TOTAL = 4096  # the API server's limit on all warnings of a response
 
 
-class BadReview(ValueError):
+class BadReview(InputError):
     """The body is not a usable AdmissionReview; answered with HTTP 400."""
 
 

@@ -7,17 +7,11 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from ..cluster.state import StateError
-from ..core.policy import PolicyError
-from ..errors import CommandError
+from ..errors import EXIT_USAGE, InputError
 from .argtypes import OneLineErrors
 from .plan import add_plan_parser
-from .plan_document import PlanError
-from .reconcile import ReconcileError, add_reconcile_parser
+from .reconcile import add_reconcile_parser
 from .serve import add_serve_parser
-
-EXIT_USAGE = 2
-
 
 PARSER_BUILDERS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_plan_parser,
@@ -45,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("urllib3").setLevel(logging.ERROR)
     try:
         return args.run(args)
-    except (CommandError, PlanError, PolicyError, StateError, ReconcileError) as err:
+    except InputError as err:  # every command: one `error:` line, exit code 2
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
 

@@ -10,9 +10,10 @@ from ..core.cluster import ClusterView, canonical_kind
 from ..core.policy import Policy
 from ..core.ranking import RankedPod, deciding_rule
 from ..core.verdict import placement
+from ..errors import InputError
 
 
-class PlanError(ValueError):
+class PlanError(InputError):
     """Unusable `plan` input; the message says what and where."""
 
 

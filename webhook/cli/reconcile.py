@@ -25,9 +25,9 @@ from ..cluster.kubeclient import (
 )
 from ..cluster.state import PolicyHolder, load_policy
 from ..core.policy import Policy
+from ..errors import InputError, LeaseHeldError
 from ..reconciler.service import (
     FAILED,
-    LeaseHeldError,
     Options,
     Service,
     run_cleanup,
@@ -42,7 +42,7 @@ EXIT_OK, EXIT_FAILED = 0, 1
 log = logging.getLogger("poolguard.reconciler")
 
 
-class ReconcileError(ValueError):
+class ReconcileError(InputError):
     """Unusable flags or an unreachable API server: one `error:` line, exit code 2."""
 
 

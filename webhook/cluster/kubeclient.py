@@ -22,6 +22,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from .. import __version__
+from ..errors import ApiError, InputError, one_line
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 MERGE_PATCH = "application/merge-patch+json"
@@ -32,31 +33,8 @@ LIST_TIMEOUT = (5.0, 300.0)  # every pod of a large cluster in one answer
 POOL_SIZE = 32  # six watches plus writers must not exhaust urllib3's pool
 
 
-class KubeConfigError(ValueError):
+class KubeConfigError(InputError):
     """No usable kubeconfig or in-cluster configuration."""
-
-
-class ApiError(Exception):
-    """A non-2xx answer from the API server, with its Status fields."""
-
-    def __init__(self, status: int, reason: str, message: str, request: str = "") -> None:
-        text = f"HTTP {status} {reason}" + (f": {message}" if message else "")
-        super().__init__(f"{request}: {text}" if request else text)
-        self.status, self.reason, self.message = status, reason, message
-
-    @classmethod
-    def from_body(cls, status: int, http_reason: str, data: bytes,
-                  request: str = "") -> ApiError:
-        """Decode a Status body if there is one (its reason and message read better)."""
-        try:
-            body = json.loads(data or b"{}")
-        except ValueError:
-            body = {}
-        if not isinstance(body, dict):
-            body = {}
-        message = str(body.get("message") or data[:200].decode("utf-8", "replace"))
-        return cls(status, str(body.get("reason") or http_reason or ""), _one_line(message),
-                   request)
 
 
 def api_client_from(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
@@ -79,7 +57,7 @@ def api_client_from(kubeconfig: str | None = None, context: str | None = None) -
             config.load_incluster_config(client_configuration=configuration)
     except config.ConfigException as err:
         where = f"kubeconfig {path}" if path else "in-cluster configuration"
-        raise KubeConfigError(f"{where}: {_one_line(str(err))}") from None
+        raise KubeConfigError(f"{where}: {one_line(str(err))}") from None
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0,
                                                 POOL_SIZE)
     api = client.ApiClient(configuration)
@@ -169,7 +147,7 @@ def _send(api: client.ApiClient, method: str, path: str, query: Mapping[str, Any
     try:
         return api.call_api(*params, _request_timeout=timeout).response
     except ApiException as err:  # raised for TLS errors and unpreparable bodies
-        raise ApiError(err.status or 0, _one_line(str(err.reason or "")), "") from None
+        raise ApiError.of(err.status or 0, one_line(str(err.reason or "")), "") from None
 
 
 def describe_error(err: BaseException) -> str:
@@ -180,8 +158,4 @@ def describe_error(err: BaseException) -> str:
         return "cannot connect: " + str(err).rpartition("new connection: ")[2]
     if isinstance(err, (urllib3.exceptions.TimeoutError, TimeoutError)):
         return "timed out"
-    return _one_line(str(err)) or type(err).__name__
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    return one_line(str(err)) or type(err).__name__

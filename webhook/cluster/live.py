@@ -32,6 +32,7 @@ from kubernetes import client
 
 from ..core.cluster import RESOURCE_OF_KIND, Snapshot
 from ..core.kube import labels_of, name_of, namespace_of
+from ..errors import GoneError
 from .kubeclient import (
     LIST_TIMEOUT,
     ApiError,
@@ -74,10 +75,6 @@ STATEFULSETS = Resource("statefulsets", "StatefulSet", "apps/v1", True)
 ALL_RESOURCES = (PODS, NODES, NAMESPACES, REPLICASETS, DEPLOYMENTS, STATEFULSETS)
 # The order a saved state lists kinds in (the example state file's order).
 SNAPSHOT_RESOURCES = (NAMESPACES, NODES, DEPLOYMENTS, REPLICASETS, STATEFULSETS, PODS)
-
-
-class _Expired(Exception):
-    """The watch's resourceVersion is gone from the server's history: list again."""
 
 
 class LiveCluster:
@@ -296,7 +293,7 @@ class _Reflector:
                     delay = self.backoff_initial
                 else:  # the server ended a watch that brought nothing: do not spin
                     self._stop.wait(delay)
-            except _Expired:
+            except GoneError:  # the watch's resourceVersion left the server's history
                 log.info("%s: resourceVersion %s expired; listing again", self.resource.name,
                          self.rv)
                 self.rv = None
@@ -326,12 +323,7 @@ class _Reflector:
         timeout = random.randint(self.watch_timeout, 2 * self.watch_timeout)
         query = {"watch": "true", "resourceVersion": self.rv, "allowWatchBookmarks": "true",
                  "timeoutSeconds": timeout}
-        try:
-            response = open_stream(self.api, self.resource.path, query, (5.0, timeout + 30.0))
-        except ApiError as err:
-            if err.status == 410:
-                raise _Expired() from None
-            raise
+        response = open_stream(self.api, self.resource.path, query, (5.0, timeout + 30.0))
         self._response = response
         received = False
         try:
@@ -349,10 +341,8 @@ class _Reflector:
     def _handle(self, event: Mapping[str, Any]) -> None:
         event_type, obj = event.get("type"), event.get("object") or {}
         if event_type == "ERROR":
-            if obj.get("code") == 410:
-                raise _Expired()
-            raise ApiError(int(obj.get("code") or 0), str(obj.get("reason") or "Error"),
-                           str(obj.get("message") or ""))
+            raise ApiError.of(int(obj.get("code") or 0), str(obj.get("reason") or "Error"),
+                              str(obj.get("message") or ""))
         if event_type in ("ADDED", "MODIFIED", "DELETED"):
             self.cluster._apply(self.resource, event_type, _typed(self.resource, obj))
         elif event_type != "BOOKMARK":

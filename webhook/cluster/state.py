@@ -13,6 +13,7 @@ import yaml
 from ..core.cluster import Snapshot
 from ..core.policy import Policy, PolicyError, default_policy, parse_policy
 from ..core.shape import ShapeError, check_object_shape
+from ..errors import InputError
 
 log = logging.getLogger("poolguard")
 
@@ -26,7 +27,7 @@ EXAMPLE_POLICY = DATA_DIR / "policy.yaml"
 EXAMPLE_STATE = DATA_DIR / "cluster-state.yaml"
 
 
-class StateError(ValueError):
+class StateError(InputError):
     """A state file that cannot be read; the message names the file and the place."""
 
 

@@ -20,7 +20,8 @@ from typing import Any
 
 from kubernetes import client
 
-from ..cluster.kubeclient import ApiError, describe_error, request_json
+from ..cluster.kubeclient import describe_error, request_json
+from ..errors import ConflictError, NotFoundError
 
 log = logging.getLogger("poolguard.leader")
 
@@ -66,9 +67,7 @@ class LeaderElector:
         self._round_started = time.monotonic()
         try:
             lease = request_json(self.api, "GET", f"{self.path}/{self.name}")
-        except ApiError as err:
-            if err.status != 404:
-                raise
+        except NotFoundError:
             return self._create()
         spec = self._observe(lease)
         holder = spec.get("holderIdentity") or ""
@@ -152,10 +151,8 @@ class LeaderElector:
                          "leaseTransitions": 0}}
         try:
             lease = request_json(self.api, "POST", self.path, body=body)
-        except ApiError as err:
-            if err.status == 409:  # someone created it first
-                return False
-            raise
+        except ConflictError:  # someone created it first
+            return False
         self._won(lease)
         return True
 
@@ -165,10 +162,8 @@ class LeaderElector:
                 "metadata": dict(lease.get("metadata") or {}), "spec": spec}
         try:
             updated = request_json(self.api, "PUT", f"{self.path}/{self.name}", body=body)
-        except ApiError as err:
-            if err.status == 409:  # the lease changed since we read it
-                return False
-            raise
+        except ConflictError:  # the lease changed since we read it
+            return False
         if releasing:
             self._observe(updated)
         else:

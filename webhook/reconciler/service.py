@@ -43,6 +43,7 @@ from ..core.deletion_cost import (
 from ..core.kube import annotations_of, labels_of, meta, name_of, namespace_of, spec_of, status_of
 from ..core.mutation import KEEP, SET, UNCHANGED, CostDecision, decide_cost, is_governed
 from ..core.policy import Policy
+from ..errors import ConflictError, LeaseHeldError, NotFoundError
 from .lease import LeaderElector, micro_time
 from .workqueue import TokenBucket, WorkQueue
 
@@ -61,10 +62,6 @@ CLEANED = "cleaned"
 UNTOUCHED = "untouched"
 OWNED_ANNOTATIONS = (DELETION_COST_ANNOTATION, MANAGED_COST_ANNOTATION, POOL_ANNOTATION)
 CONFLICT_RETRIES = 3
-
-
-class LeaseHeldError(RuntimeError):
-    """Another reconciler holds the Lease: a one-shot pass must not run beside it."""
 
 
 @dataclass(frozen=True)
@@ -301,15 +298,13 @@ class Reconciler:
         try:
             request_json(self.api, "PATCH", _pod_path(pod), body=patch,
                          content_type=MERGE_PATCH)
-        except ApiError as err:
-            if err.status == 409:
-                self.metrics.patches.labels("conflict").inc()
-                return "conflict", ""
-            if err.status == 404:
-                self.metrics.patches.labels("gone").inc()
-                return SKIPPED, "gone"
-            return self._failed(pod, err)
-        except (urllib3.exceptions.HTTPError, OSError) as err:
+        except ConflictError:
+            self.metrics.patches.labels("conflict").inc()
+            return "conflict", ""
+        except NotFoundError:
+            self.metrics.patches.labels("gone").inc()
+            return SKIPPED, "gone"
+        except (ApiError, urllib3.exceptions.HTTPError, OSError) as err:
             return self._failed(pod, err)
         self.metrics.patches.labels(PATCHED).inc()
         return PATCHED, ""
@@ -323,12 +318,10 @@ class Reconciler:
         """(read, pod as the API server has it now): after a conflict; None if deleted."""
         try:
             return True, request_json(self.api, "GET", _pod_path(pod))
-        except ApiError as err:
-            if err.status == 404:
-                return True, None
+        except NotFoundError:
+            return True, None
+        except (ApiError, urllib3.exceptions.HTTPError, OSError) as err:
             failure: BaseException = err
-        except (urllib3.exceptions.HTTPError, OSError) as err:
-            failure = err
         log.warning("re-reading %s failed: %s", _pod_name(pod), describe_error(failure))
         return False, None
 
