@@ -200,3 +200,19 @@ def test_corpus_over_https_then_a_good_request(tmp_path):
         assert answer.status_code == 200 and answer.json()["response"]["patch"]
         assert proc.poll() is None
         assert "Worker exiting" not in (tmp_path / "server.log").read_text()
+
+
+def test_a_bug_is_a_logged_500_not_a_4xx(monkeypatch, caplog):
+    """Only explicit shape checks answer 4xx; a programming error is a 500 in the log."""
+    import webhook.admission.app as app_module
+
+    def broken(request, ctx):
+        return request["object"].no_such_method()
+
+    monkeypatch.setitem(app_module.ENDPOINTS, "/mutate-pods", broken)
+    app = create_app(Runtime(PolicyHolder(None), load_state(EXAMPLE_STATE)))
+    body = reviews.pod_create(f.pod("p", node_name="gpu-hyb-1"))
+    answer = app.test_client().post("/mutate-pods", json=body)
+    assert answer.status_code == 500
+    assert answer.get_json() == {"error": "internal error: AttributeError", "code": 500}
+    assert "unexpected error answering /mutate-pods" in caplog.text

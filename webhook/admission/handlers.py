@@ -348,6 +348,7 @@ def review_workload(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
     annotations = _template_annotations(workload, "request.object")
     old = request.get("oldObject")
     if isinstance(old, Mapping):
+        _check_shape(old, "request.oldObject")
         previous = _template_annotations(old, "request.oldObject").get(DELETION_COST_ANNOTATION)
         # As the API server (AllowInvalidPodDeletionCost): an update may keep or change a
         # cost that was already invalid; only a newly invalid value is refused.
@@ -366,9 +367,9 @@ def review_workload(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
 
 
 def _template_annotations(workload: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    # The shape checks ran before: spec, its template and their metadata are objects or absent.
     template = spec_of(workload).get("template") or {}
-    annotations = ((template.get("metadata") or {}) if isinstance(template, Mapping)
-                   else {}).get("annotations") or {}
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
     if not isinstance(annotations, Mapping):
         raise BadReview(f"{where}.spec.template.metadata.annotations: must be an object")
     return annotations
