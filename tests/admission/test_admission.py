@@ -9,6 +9,7 @@ import pytest
 
 from tests.support import factories as f
 from tests.support import reviews
+from webhook.admission.app import respond
 from webhook.admission.handlers import (
     BadReview,
     Context,
@@ -48,47 +49,59 @@ def context(view, pol, **kwargs) -> Context:
     return Context(policy=pol, view=view, now_ns=lambda: NOW, **kwargs)
 
 
+def decide(handler, request, ctx) -> dict:
+    """The AdmissionResponse as the server sends it (through the one recording wrapper)."""
+    return respond("/test", handler, request, ctx)
+
+
 def scale_request(**kwargs):
     return parse_review(reviews.scale("deployments", "svc", 3, 2, **kwargs))
 
 
-def test_enforce_denies_warn_warns_dryrun_audits():
+@pytest.mark.parametrize(("enforcement", "allowed", "verdict"), [
+    ("enforce", False, "denied"),
+    ("warn", True, "violation-warn"),
+    ("dryrun", True, "violation-dryrun"),
+])
+def test_enforce_denies_warn_warns_dryrun_audits(enforcement, allowed, verdict):
     view, _ = cluster()
-    denied = review_scale(scale_request(), context(view, policy()))
-    assert denied["allowed"] is False and denied["status"]["code"] == 403
-    warned = review_scale(scale_request(),
-                          context(view, policy(scaleDown={"enforcement": "warn"})))
-    assert warned["allowed"] is True
-    assert warned["warnings"][0].startswith("poolguard: scaling Deployment ml/svc from 3 to 2")
-    assert all("\n" not in w and len(w) <= 120 for w in warned["warnings"])
-    assert warned["auditAnnotations"]["verdict"] == "violation-warn"
-    dry = review_scale(scale_request(), context(view, policy(scaleDown={"enforcement": "dryrun"})))
-    assert dry["allowed"] is True and "warnings" not in dry
-    assert dry["auditAnnotations"]["verdict"] == "violation-dryrun"
+    answer = decide(review_scale, scale_request(),
+                    context(view, policy(scaleDown={"enforcement": enforcement})))
+    assert answer["allowed"] is allowed
+    assert answer["auditAnnotations"]["verdict"] == verdict
+    assert answer["auditAnnotations"]["rules"] == "protectedLast"
+    if enforcement == "enforce":
+        assert answer["status"]["code"] == 403
+    if enforcement == "warn":
+        assert answer["warnings"][0].startswith(
+            "poolguard: scaling Deployment ml/svc from 3 to 2")
+        assert all("\n" not in w and len(w) <= 120 for w in answer["warnings"])
+    if enforcement == "dryrun":
+        assert "warnings" not in answer
 
 
 def test_dry_run_request_gets_the_same_verdict_without_side_effects():
     view, _ = cluster()
-    answer = review_scale(scale_request(dry_run=True), context(view, policy()))
+    answer = decide(review_scale, scale_request(dry_run=True), context(view, policy()))
     assert answer["allowed"] is False
 
 
 def test_exempt_users_and_configurable_list():
     view, _ = cluster()
     request = scale_request(user=reviews.DEPLOYMENT_CONTROLLER)
-    assert review_scale(request, context(view, policy()))["allowed"] is True
+    assert decide(review_scale, request, context(view, policy()))["allowed"] is True
     custom = policy(scaleDown={"exemptUsers": ["ci-bot"]})
-    assert review_scale(request, context(view, custom))["allowed"] is False
+    assert decide(review_scale, request, context(view, custom))["allowed"] is False
     bot = scale_request(user={"username": "ci-bot"})
-    assert review_scale(bot, context(view, custom))["allowed"] is True
+    assert decide(review_scale, bot, context(view, custom))["allowed"] is True
 
 
 def test_untrusted_view_fails_open_or_closed():
     view, _ = cluster()
     stale = lambda: "the cluster cache is 90s old"  # noqa: E731
-    open_answer = review_scale(scale_request(), context(view, policy(), view_problem=stale))
+    open_answer = decide(review_scale, scale_request(), context(view, policy(), view_problem=stale))
     assert open_answer["allowed"] is True and "90s old" in open_answer["warnings"][0]
-    closed = review_scale(scale_request(),
+    closed = decide(review_scale, scale_request(),
                           context(view, policy(), view_problem=stale, fail_closed=True))
     assert closed["allowed"] is False and closed["status"]["code"] == 503
     assert "could not check this scale-down: the cluster cache is 90s old" in (
@@ -98,25 +111,26 @@ def test_untrusted_view_fails_open_or_closed():
 def test_ungoverned_namespace_is_not_checked():
     view, _ = cluster()
     scoped = policy(namespaceSelector={"matchLabels": {"team": "other"}})
-    outcome = context(view, scoped)
-    assert review_scale(scale_request(), outcome)["allowed"] is True
-    assert outcome.outcomes == ["not-governed"]
+    answer = decide(review_scale, scale_request(), context(view, scoped))
+    # allowed unchecked: no verdict in the audit log, no warnings (the same scale-down in
+    # a governed namespace is denied, test_enforce_denies_warn_warns_dryrun_audits)
+    assert answer == {"uid": answer["uid"], "allowed": True}
 
 
 def test_workload_update_that_raises_replicas_passes_fast():
     view, deploy = cluster()
     new = copy.deepcopy(deploy)
     new["spec"]["replicas"] = 5
-    ctx = context(view, policy())
     request = parse_review(reviews.workload_update(deploy, new))
-    assert review_scale(request, ctx)["allowed"] is True and ctx.outcomes == ["not-scale-down"]
+    answer = decide(review_scale, request, context(view, policy()))
+    assert answer == {"uid": answer["uid"], "allowed": True}  # not judged: no audit verdict
 
 
 def test_binding_for_a_pod_not_yet_cached_is_left_to_the_reconciler():
     view, _ = cluster()
     ctx = context(view, policy())
-    answer = review_binding(parse_review(reviews.binding("unknown", "hyb-1")), ctx)
-    assert answer == {"uid": answer["uid"], "allowed": True} and ctx.outcomes == ["pod-unknown"]
+    answer = decide(review_binding, parse_review(reviews.binding("unknown", "hyb-1")), ctx)
+    assert answer == {"uid": answer["uid"], "allowed": True}
 
 
 @pytest.mark.parametrize(
@@ -140,7 +154,7 @@ def test_negative_replicas_in_a_scale_is_a_bad_review():
     body["request"]["object"]["spec"]["replicas"] = -1
     view, _ = cluster()
     with pytest.raises(BadReview, match=r"spec\.replicas"):
-        review_scale(parse_review(body), context(view, policy()))
+        decide(review_scale, parse_review(body), context(view, policy()))
 
 
 def test_scale_to_zero_omits_replicas_and_is_judged_as_zero():
@@ -148,17 +162,19 @@ def test_scale_to_zero_omits_replicas_and_is_judged_as_zero():
     body = reviews.scale("deployments", "svc", 3, 0)
     del body["request"]["object"]["spec"]["replicas"]  # autoscaling/v1 omits a zero
     ctx = context(view, policy())
-    answer = review_scale(parse_review(body), ctx)
+    answer = decide(review_scale, parse_review(body), ctx)
     assert answer["allowed"] is True  # every pod goes: nothing survives outside protection
     assert answer["auditAnnotations"]["victims"].count("svc-1-") == 3
 
 
 def test_skip_label_takes_a_pod_out_of_scope():
     view, _ = cluster()
-    pod = f.pod("skipped", node_name="hyb-1", labels={"poolguard.dev/skip": "true"})
     ctx = context(view, policy())
-    answer = review_pod_create(parse_review(reviews.pod_create(pod)), ctx)
-    assert "patch" not in answer and ctx.outcomes == ["not-governed"]
+    governed = f.pod("governed", node_name="hyb-1")
+    assert decide(review_pod_create, parse_review(reviews.pod_create(governed)), ctx)["patch"]
+    pod = f.pod("skipped", node_name="hyb-1", labels={"poolguard.dev/skip": "true"})
+    answer = decide(review_pod_create, parse_review(reviews.pod_create(pod)), ctx)
+    assert answer == {"uid": answer["uid"], "allowed": True}
 
 
 def test_fail_closed_holds_before_the_governed_check():
@@ -170,13 +186,14 @@ def test_fail_closed_holds_before_the_governed_check():
     fewer["spec"]["replicas"] = 1
     ctx = context(view, policy(namespaceSelector={"matchLabels": {"team": "ml"}}),
                   view_problem=lambda: "the cluster cache has not synced yet", fail_closed=True)
-    answer = review_scale(parse_review(reviews.workload_update(deploy, fewer)), ctx)
+    answer = decide(review_scale, parse_review(reviews.workload_update(deploy, fewer)), ctx)
     assert answer["allowed"] is False and answer["status"]["code"] == 503
 
 
 def test_warn_mode_keeps_the_whole_message_and_the_fix():
     view, _ = cluster()
-    answer = review_scale(scale_request(), context(view, policy(scaleDown={"enforcement": "warn"})))
+    answer = decide(review_scale, scale_request(),
+                    context(view, policy(scaleDown={"enforcement": "warn"})))
     text = " ".join(w.removeprefix("... ") for w in answer["warnings"])
     assert "svc-1-c (node hyb-1, pool hybrid)" in text  # the surviving hybrid pod
     assert "poolguard fix:" in text and "lower deletion cost" in text
@@ -185,7 +202,7 @@ def test_warn_mode_keeps_the_whole_message_and_the_fix():
 
 def test_denial_carries_the_hints_as_warnings():
     view, _ = cluster()
-    answer = review_scale(scale_request(), context(view, policy()))
+    answer = decide(review_scale, scale_request(), context(view, policy()))
     assert answer["allowed"] is False
     assert any("reconcile" in w for w in answer["warnings"])
 
@@ -197,13 +214,13 @@ def test_template_update_may_change_an_already_invalid_cost():
     changed["spec"]["template"]["metadata"]["annotations"] = {reviews_cost(): "abcd"}
     view, _ = cluster()
     ctx = context(view, policy())
-    answer = review_workload(parse_review(reviews.workload_update(deploy, changed)), ctx)
+    answer = decide(review_workload, parse_review(reviews.workload_update(deploy, changed)), ctx)
     assert answer["allowed"] is True  # as the API server's AllowInvalidPodDeletionCost
     valid = copy.deepcopy(deploy)
     valid["spec"]["template"]["metadata"]["annotations"] = {reviews_cost(): "5"}
     broken = copy.deepcopy(deploy)
     broken["spec"]["template"]["metadata"]["annotations"] = {reviews_cost(): "05"}
-    answer = review_workload(parse_review(reviews.workload_update(valid, broken)), ctx)
+    answer = decide(review_workload, parse_review(reviews.workload_update(valid, broken)), ctx)
     assert answer["allowed"] is False and answer["status"]["code"] == 422
 
 
@@ -216,7 +233,7 @@ def test_statefulset_advice_does_not_talk_about_deletion_cost():
     pods = [f.pod(f"kv-{i}", node_name=node, owner=sts)
             for i, node in enumerate(["hyb-1", "inf-1", "inf-1"])]
     view = Snapshot([sts, *NODES, *pods])
-    answer = review_scale(parse_review(reviews.scale("statefulsets", "kv", 3, 2)),
+    answer = decide(review_scale, parse_review(reviews.scale("statefulsets", "kv", 3, 2)),
                           context(view, policy()))
     message = answer["status"]["message"]
     assert "kv-2" in message and "highest ordinals" in message

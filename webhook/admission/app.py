@@ -15,6 +15,7 @@ from ..errors import InputError
 from . import metrics
 from .handlers import (
     Context,
+    Decision,
     parse_review,
     review,
     review_binding,
@@ -28,7 +29,7 @@ MAX_BODY_BYTES = 3 * 1024 * 1024  # the API server's own request limit is 3 MiB
 DRAIN_LIMIT = 16 * 1024 * 1024  # read (and drop) this much of a too-large body so the
 # client sees the 413 instead of a reset connection; past it, the connection is dropped
 log = logging.getLogger("poolguard")
-Handler = Callable[[dict[str, Any], Context], dict[str, Any]]
+Handler = Callable[[dict[str, Any], Context], Decision]
 
 ENDPOINTS: dict[str, Handler] = {
     "/mutate-pods": review_pod_create,
@@ -131,19 +132,23 @@ def _answer(runtime: Runtime, handler: Handler) -> tuple[Response, str]:
         return _error(400, f"body is not valid JSON: {str(err)[:200]}"), "bad-request"
     try:
         admission_request = parse_review(body)
-        ctx = runtime.context()
-        response = handler(admission_request, ctx)
+        response = respond(request.path, handler, admission_request, runtime.context())
     except InputError as err:
         # Bad input is rejected by explicit shape checks (parse_review, core.shape); any
         # other exception is a bug, answered 500 and logged by the app's error handler.
         return _error(400, f"not a usable AdmissionReview: {err}"), "bad-request"
-    endpoint = request.path
-    for outcome in ctx.outcomes:
-        metrics.DECISIONS.labels(endpoint, outcome).inc()
-        if outcome.startswith("violation:"):
-            metrics.VIOLATIONS.labels(outcome.split(":", 1)[1],
-                                      ctx.policy.scale_down.enforcement).inc()
     return _json(200, review(response)), _result_label(response)
+
+
+def respond(endpoint: str, handler: Handler, admission_request: dict[str, Any],
+            ctx: Context) -> dict[str, Any]:
+    """Run one handler; record its decision in the metrics and the audit annotations."""
+    decision = handler(admission_request, ctx)
+    metrics.DECISIONS.labels(endpoint, decision.outcome.value).inc()
+    for rule in decision.violated_rules:
+        metrics.DECISIONS.labels(endpoint, f"violation:{rule}").inc()
+        metrics.VIOLATIONS.labels(rule, ctx.policy.scale_down.enforcement).inc()
+    return decision.final_response()
 
 
 def _result_label(response: dict[str, Any]) -> str:

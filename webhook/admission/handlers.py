@@ -11,7 +11,8 @@ import base64
 import json
 import textwrap
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from ..core.assessment import Assessment, assess_scale
@@ -24,7 +25,15 @@ from ..core.deletion_cost import (
     is_valid_deletion_cost,
 )
 from ..core.kube import annotations_of, labels_of, replicas_of, spec_of
-from ..core.mutation import SET, annotation_patch, decide_cost, is_governed, pinned_pool
+from ..core.mutation import (
+    KEEP,
+    SET,
+    UNCHANGED,
+    annotation_patch,
+    decide_cost,
+    is_governed,
+    pinned_pool,
+)
 from ..core.policy import Policy
 from ..core.shape import ShapeError, check_object_shape, check_placement_shape
 from ..errors import InputError
@@ -50,7 +59,50 @@ class Context:
     fail_closed: bool = False  # deny scale-downs when the view cannot be trusted
     # Looks a pod up; a live runtime waits briefly for a pod its watch has not seen yet.
     find_pod: Callable[[str, str], Mapping[str, Any] | None] | None = None
-    outcomes: list[str] = field(default_factory=list)  # metric labels the decision adds
+
+
+class Outcome(StrEnum):
+    """Why a handler answered as it did: the `outcome` label of the decisions metric."""
+
+    IGNORED = "ignored"  # not a request this endpoint judges
+    NOT_GOVERNED = "not-governed"  # outside the policy's namespace/pod selectors
+    INVALID_COST = "invalid-cost"  # denied: a cost the API server would reject
+    NODE_UNKNOWN = "node-unknown"
+    POOL_UNKNOWN = "pool-unknown"  # the binding webhook sets it
+    POD_UNKNOWN = "pod-unknown"  # the reconciler sets the cost once it sees the pod
+    SET = SET  # the cost was injected (core.mutation's actions)
+    KEEP = KEEP
+    UNCHANGED = UNCHANGED
+    EXEMPT_USER = "exempt-user"
+    NOT_SCALE_DOWN = "not-scale-down"
+    UNCHECKED_ALLOWED = "unchecked-allowed"  # no trustworthy view: fail open
+    UNCHECKED_DENIED = "unchecked-denied"  # no trustworthy view: fail closed
+    ALLOWED = "allowed"  # checked: no rule broken
+    DENIED = "denied"
+    WARNED = "warned"
+    DRYRUN = "dryrun"
+    VALID = "valid"
+    PREVIOUSLY_INVALID = "previously-invalid"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A handler's answer: the AdmissionResponse and why it was given.
+
+    Metrics and audit annotations are recorded from it by one wrapper (app.respond),
+    so handlers only decide.
+    """
+
+    response: dict[str, Any]
+    outcome: Outcome
+    violated_rules: tuple[str, ...] = ()  # policy rules a checked scale-down breaks
+    audit: Mapping[str, str] | None = None  # the response's auditAnnotations
+
+    def final_response(self) -> dict[str, Any]:
+        """The response with its audit annotations."""
+        if not self.audit:
+            return self.response
+        return {**self.response, "auditAnnotations": dict(self.audit)}
 
 
 # --- parsing -------------------------------------------------------------------------
@@ -139,39 +191,36 @@ def _is(request: Mapping[str, Any], resource: str, sub_resource: str = "") -> bo
 # --- pods CREATE ---------------------------------------------------------------------
 
 
-def review_pod_create(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
+def review_pod_create(request: Mapping[str, Any], ctx: Context) -> Decision:
     """Validate an explicit cost; inject the pool's cost when the pool is already known."""
     if not _is(request, "pods") or request.get("operation") != "CREATE":
-        ctx.outcomes.append("ignored")
-        return allow(request)
+        return Decision(allow(request), Outcome.IGNORED)
     pod = _object(request, "pod", check_placement_shape)  # the hot path reads only these
     try:
         check_deletion_cost(annotations_of(pod))
     except InvalidDeletionCost as err:
-        ctx.outcomes.append("invalid-cost")
         name = go_quote(_pod_name(pod, request))
-        return deny(request, 422, "Invalid", f"Pod {name} is invalid: {err}")
+        return Decision(deny(request, 422, "Invalid", f"Pod {name} is invalid: {err}"),
+                        Outcome.INVALID_COST)
     namespace = request.get("namespace") or (pod.get("metadata") or {}).get("namespace") or ""
     if not is_governed(ctx.policy, ctx.view.namespace_labels(namespace), labels_of(pod)):
-        ctx.outcomes.append("not-governed")
-        return allow(request)
+        return Decision(allow(request), Outcome.NOT_GOVERNED)
     node_name = spec_of(pod).get("nodeName")
     if node_name:
         node = ctx.view.node(node_name)
         if node is None:
-            ctx.outcomes.append("node-unknown")
-            return allow(request)
+            return Decision(allow(request), Outcome.NODE_UNKNOWN)
         pool = ctx.policy.pool_of_node(node)
     else:
         pool = pinned_pool(ctx.policy, pod)
         if pool is None:
-            ctx.outcomes.append("pool-unknown")  # the binding webhook sets it
-            return allow(request)
+            return Decision(allow(request), Outcome.POOL_UNKNOWN)  # the binding webhook sets it
     decision = decide_cost(ctx.policy, annotations_of(pod), pool)
-    ctx.outcomes.append(decision.action)
+    outcome = Outcome(decision.action)
     if decision.action != SET:
-        return allow(request)
-    return with_patch(request, annotation_patch(pod, decision.annotations, decision.stale))
+        return Decision(allow(request), outcome)
+    return Decision(with_patch(request, annotation_patch(pod, decision.annotations,
+                                                         decision.stale)), outcome)
 
 
 def _pod_name(pod: Mapping[str, Any], request: Mapping[str, Any]) -> str:
@@ -182,11 +231,10 @@ def _pod_name(pod: Mapping[str, Any], request: Mapping[str, Any]) -> str:
 # --- pods/binding CREATE -------------------------------------------------------------
 
 
-def review_binding(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
+def review_binding(request: Mapping[str, Any], ctx: Context) -> Decision:
     """Add the target node's pool cost to the Binding; the API server copies it to the pod."""
     if not _is(request, "pods", "binding") or request.get("operation") != "CREATE":
-        ctx.outcomes.append("ignored")
-        return allow(request)
+        return Decision(allow(request), Outcome.IGNORED)
     binding = _object(request, "binding", check_placement_shape)
     target = binding.get("target")
     if not isinstance(target, Mapping) or not isinstance(target.get("name"), str):
@@ -194,40 +242,35 @@ def review_binding(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
     namespace = request.get("namespace") or ""
     pod_name = request.get("name") or (binding.get("metadata") or {}).get("name") or ""
     pod = (ctx.find_pod or ctx.view.pod)(namespace, pod_name)
-    if pod is None:
-        ctx.outcomes.append("pod-unknown")  # the reconciler sets the cost once it sees it
-        return allow(request)
+    if pod is None:  # the reconciler sets the cost once it sees the pod
+        return Decision(allow(request), Outcome.POD_UNKNOWN)
     if not is_governed(ctx.policy, ctx.view.namespace_labels(namespace), labels_of(pod)):
-        ctx.outcomes.append("not-governed")
-        return allow(request)
+        return Decision(allow(request), Outcome.NOT_GOVERNED)
     node = ctx.view.node(target["name"])
     if node is None:
-        ctx.outcomes.append("node-unknown")
-        return allow(request)
+        return Decision(allow(request), Outcome.NODE_UNKNOWN)
     # The Binding's annotations overwrite the pod's, so decide on both together.
     merged = {**annotations_of(pod), **annotations_of(binding)}
     decision = decide_cost(ctx.policy, merged, ctx.policy.pool_of_node(node))
-    ctx.outcomes.append(decision.action)
+    outcome = Outcome(decision.action)
     if decision.action != SET:
-        return allow(request)
-    return with_patch(request, annotation_patch(binding, decision.annotations))
+        return Decision(allow(request), outcome)
+    return Decision(with_patch(request, annotation_patch(binding, decision.annotations)), outcome)
 
 
 # --- scale -----------------------------------------------------------------------------
 
 
-def review_scale(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
+def review_scale(request: Mapping[str, Any], ctx: Context) -> Decision:
     """Predict the victims of a scale-down and allow, warn or deny per the policy."""
     resource = (request.get("resource") or {}).get("resource")
     kind = WORKLOAD_RESOURCES.get(resource or "")
     sub = request.get("subResource") or ""
     if kind is None or request.get("operation") != "UPDATE" or sub not in ("", "scale"):
-        ctx.outcomes.append("ignored")
-        return allow(request)
+        return Decision(allow(request), Outcome.IGNORED)
     username = (request.get("userInfo") or {}).get("username")
     if username in ctx.policy.scale_down.exempt_users:
-        ctx.outcomes.append("exempt-user")
-        return allow(request)
+        return Decision(allow(request), Outcome.EXEMPT_USER)
     new, old = _object(request, "scale"), request.get("oldObject")
     if isinstance(old, Mapping):
         _check_shape(old, "request.oldObject")
@@ -241,8 +284,7 @@ def review_scale(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
     from_replicas = (_replicas(old, "request.oldObject") if isinstance(old, Mapping)
                      else replicas_of(workload) if workload else None)
     if from_replicas is not None and to_replicas >= from_replicas:
-        ctx.outcomes.append("not-scale-down")
-        return allow(request)
+        return Decision(allow(request), Outcome.NOT_SCALE_DOWN)
     # An untrusted cache cannot even say whether the workload is governed.
     problem = ctx.view_problem()
     if problem:
@@ -252,8 +294,7 @@ def review_scale(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
     template_labels = ((spec_of(workload).get("template") or {}).get("metadata") or {}).get(
         "labels") or {}
     if not is_governed(ctx.policy, ctx.view.namespace_labels(namespace), template_labels):
-        ctx.outcomes.append("not-governed")
-        return allow(request)
+        return Decision(allow(request), Outcome.NOT_GOVERNED)
     assessment = assess_scale(ctx.view, ctx.policy, workload, to_replicas, ctx.now_ns())
     return _scale_response(request, ctx, assessment)
 
@@ -268,18 +309,17 @@ def _replicas(obj: Any, where: str) -> int:
     return value
 
 
-def _untrusted(request: Mapping[str, Any], ctx: Context, problem: str) -> dict[str, Any]:
+def _untrusted(request: Mapping[str, Any], ctx: Context, problem: str) -> Decision:
     """No trustworthy prediction: follow the configured fail-open or fail-closed setting."""
     message = f"poolguard could not check this scale-down: {problem}"
     if ctx.fail_closed:
-        ctx.outcomes.append("unchecked-denied")
-        return deny(request, 503, "ServiceUnavailable", message + "; retry shortly")
-    ctx.outcomes.append("unchecked-allowed")
-    return allow(request, warnings=_warnings([message]))
+        return Decision(deny(request, 503, "ServiceUnavailable", message + "; retry shortly"),
+                        Outcome.UNCHECKED_DENIED)
+    return Decision(allow(request, warnings=_warnings([message])), Outcome.UNCHECKED_ALLOWED)
 
 
 def _scale_response(request: Mapping[str, Any], ctx: Context,
-                    assessment: Assessment) -> dict[str, Any]:
+                    assessment: Assessment) -> Decision:
     prediction, verdict = assessment.prediction, assessment.verdict
     victims = [p.name for p in prediction.victims]
     audit = {"victims": _clip(",".join(victims), 1000) or "none",
@@ -287,30 +327,28 @@ def _scale_response(request: Mapping[str, Any], ctx: Context,
                  "denied" if not verdict.allowed else f"violation-{verdict.enforcement}")}
     if verdict.violations:
         audit["rules"] = ",".join(v.rule for v in verdict.violations)
-    ctx.outcomes.extend(f"violation:{v.rule}" for v in verdict.violations)
+    rules = tuple(v.rule for v in verdict.violations)
     header = (f"scaling {prediction.kind} {prediction.namespace}/{prediction.name} from "
               f"{prediction.from_replicas} to {prediction.to_replicas}")
     hints = [f"poolguard: {w}" for w in verdict.warnings]
     if not verdict.violations:
-        ctx.outcomes.append("allowed")
-        return allow(request, auditAnnotations=audit, warnings=_warnings(hints))
+        return Decision(allow(request, warnings=_warnings(hints)), Outcome.ALLOWED, audit=audit)
     details = "; ".join(f"[{v.rule}] {v.message}" for v in verdict.violations)
     if not verdict.allowed:
-        ctx.outcomes.append("denied")
-        return deny(request, 403, "Forbidden",
-                    f"poolguard: {header} breaks the inference-pool policy: {details}",
-                    auditAnnotations=audit, warnings=_warnings(hints))
+        return Decision(deny(request, 403, "Forbidden",
+                             f"poolguard: {header} breaks the inference-pool policy: {details}",
+                             warnings=_warnings(hints)),
+                        Outcome.DENIED, violated_rules=rules, audit=audit)
     if verdict.enforcement == "dryrun":
-        ctx.outcomes.append("dryrun")
-        return allow(request, auditAnnotations=audit)
-    ctx.outcomes.append("warned")
+        return Decision(allow(request), Outcome.DRYRUN, violated_rules=rules, audit=audit)
     lines = [f"poolguard: {header} breaks the policy (enforcement: warn)"]
     for violation in verdict.violations:
         message, _, fix = violation.message.partition("; fix: ")
         lines.append(f"poolguard [{violation.rule}] {message}")
         if fix:
             lines.append(f"poolguard fix: {fix}")
-    return allow(request, auditAnnotations=audit, warnings=_warnings(lines + hints))
+    return Decision(allow(request, warnings=_warnings(lines + hints)), Outcome.WARNED,
+                    violated_rules=rules, audit=audit)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -337,13 +375,12 @@ def _warnings(texts: Any) -> list[str]:
 # --- workload templates ---------------------------------------------------------------
 
 
-def review_workload(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
+def review_workload(request: Mapping[str, Any], ctx: Context) -> Decision:
     """Deny a workload whose pod template carries a cost the API server would reject."""
     resource = (request.get("resource") or {}).get("resource")
     if (resource not in WORKLOAD_RESOURCES or request.get("subResource")
             or request.get("operation") not in ("CREATE", "UPDATE")):
-        ctx.outcomes.append("ignored")
-        return allow(request)
+        return Decision(allow(request), Outcome.IGNORED)
     workload = _object(request, "workload")
     annotations = _template_annotations(workload, "request.object")
     old = request.get("oldObject")
@@ -353,17 +390,16 @@ def review_workload(request: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
         # As the API server (AllowInvalidPodDeletionCost): an update may keep or change a
         # cost that was already invalid; only a newly invalid value is refused.
         if previous is not None and not is_valid_deletion_cost(str(previous)):
-            ctx.outcomes.append("previously-invalid")
-            return allow(request)
+            return Decision(allow(request), Outcome.PREVIOUSLY_INVALID)
     try:
         check_deletion_cost(annotations, "spec.template.annotations")  # as the API server names it
     except InvalidDeletionCost as err:
-        ctx.outcomes.append("invalid-cost")
         kind = WORKLOAD_RESOURCES[resource]
         name = (workload.get("metadata") or {}).get("name") or request.get("name") or ""
-        return deny(request, 422, "Invalid", f"{kind}.apps {go_quote(name)} is invalid: {err}")
-    ctx.outcomes.append("valid")
-    return allow(request)
+        return Decision(deny(request, 422, "Invalid",
+                             f"{kind}.apps {go_quote(name)} is invalid: {err}"),
+                        Outcome.INVALID_COST)
+    return Decision(allow(request), Outcome.VALID)
 
 
 def _template_annotations(workload: Mapping[str, Any], where: str) -> Mapping[str, Any]:
