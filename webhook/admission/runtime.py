@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cluster.state import PolicyHolder
+from ..cluster.view import WatchedView
 from ..core.cluster import ClusterView
 from .handlers import Context
 
@@ -33,6 +34,8 @@ class Runtime:
                  settings: Settings | None = None) -> None:
         self.policy = policy
         self.view = view
+        # A watch-fed view can lag; a state file cannot (it never changes).
+        self.watched: WatchedView | None = view if isinstance(view, WatchedView) else None
         self.settings = settings or Settings()
         self._next_policy_check = 0.0
 
@@ -52,7 +55,7 @@ class Runtime:
     def find_pod(self, namespace: str, name: str) -> Any:
         """The pod from the view; a live view gets a moment to catch up with a new pod."""
         pod = self.view.pod(namespace, name)
-        if pod is not None or not hasattr(self.view, "staleness_seconds"):
+        if pod is not None or self.watched is None:
             return pod  # a state file never changes: no point waiting
         if self.view_problem():
             return None  # a watch that is down will not deliver it in time either
@@ -64,15 +67,14 @@ class Runtime:
 
     def view_problem(self) -> str | None:
         """Why the cluster view cannot be trusted now, or None (a state file always can)."""
-        synced = getattr(self.view, "synced", True)
-        if not synced:
+        if self.watched is None:
+            return None
+        if not self.watched.synced:
             return "the cluster cache has not synced yet"
-        staleness = getattr(self.view, "staleness_seconds", None)
-        if staleness is not None:
-            age = staleness()
-            if age > self.settings.max_staleness_seconds:
-                return (f"the cluster cache is {age:.0f}s old, over the "
-                        f"{self.settings.max_staleness_seconds:.0f}s staleness bound")
+        age = self.watched.staleness_seconds()
+        if age > self.settings.max_staleness_seconds:
+            return (f"the cluster cache is {age:.0f}s old, over the "
+                    f"{self.settings.max_staleness_seconds:.0f}s staleness bound")
         return None
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
@@ -83,8 +85,7 @@ class Runtime:
                                    "cache": problem or "ok"}
         if self.policy.error:
             details["policyError"] = self.policy.error
-        status = getattr(self.view, "sync_status", None)
-        if status is not None:
-            details["resources"] = status()
+        if self.watched is not None:
+            details["resources"] = self.watched.sync_status()
         details["pid"] = os.getpid()
         return problem is None, details
