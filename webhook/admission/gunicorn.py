@@ -15,10 +15,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+
+from ..cluster.filewatch import FileWatcher
 
 log = logging.getLogger("poolguard")
 CERT_CHECK_SECONDS = 2.0
@@ -36,14 +37,10 @@ class ReloadingTLS:
     def __init__(self, cert_file: str, key_file: str) -> None:
         self.cert_file, self.key_file = cert_file, key_file
         self._lock = threading.Lock()
-        self._stamp = self._files_stamp()
+        self._files = FileWatcher(cert_file, key_file)
         self._context = self._build()  # fails at start: a server without TLS must not run
         self._next_check = time.monotonic() + CERT_CHECK_SECONDS
         self.reloads = 0
-
-    def _files_stamp(self) -> tuple[Any, ...]:
-        stats = [Path(f).resolve().stat() for f in (self.cert_file, self.key_file)]
-        return tuple((s.st_mtime_ns, s.st_size, s.st_ino) for s in stats)
 
     def _build(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -64,12 +61,12 @@ class ReloadingTLS:
         return self._context
 
     def _maybe_reload(self) -> None:
+        stamp = self._files.changed()
+        if stamp is None:
+            return
         try:
-            stamp = self._files_stamp()
-            if stamp == self._stamp:
-                return
             self._context = self._build()
-            self._stamp = stamp
+            self._files.take(stamp)  # only a pair that loads: a half-written one is retried
             self.reloads += 1
             log.info("serving certificate reloaded from %s", self.cert_file)
         except (OSError, ssl.SSLError, ValueError) as err:

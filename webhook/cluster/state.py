@@ -14,6 +14,7 @@ from ..core.cluster import Snapshot
 from ..core.policy import Policy, PolicyError, default_policy, parse_policy
 from ..core.shape import ShapeError, check_object_shape
 from ..errors import InputError
+from .filewatch import FileWatcher
 
 log = logging.getLogger("poolguard")
 
@@ -109,29 +110,19 @@ class PolicyHolder:
         self._on_error, self._on_load = on_error, on_load
         self.policy: Policy = load_policy(path)  # a bad file at start stops startup
         self.error: str | None = None
-        self._stamp = self._file_stamp()
+        self._watcher = FileWatcher(path) if path is not None else None
         self._lock = threading.Lock()
         on_load()
 
-    def _file_stamp(self) -> tuple[int, int, int] | None:
-        if self.path is None:
-            return None
-        try:
-            # ConfigMap updates swap a symlink, so stat the resolved file.
-            stat = Path(self.path).resolve().stat()
-        except OSError:
-            return None
-        return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-
     def refresh(self) -> None:
         """Reload the file if it changed; an invalid file leaves the last good policy."""
-        stamp = self._file_stamp()
-        if stamp == self._stamp or self.path is None:
+        if self._watcher is None or self._watcher.changed() is None:
             return
         with self._lock:
-            if stamp == self._stamp:
+            stamp = self._watcher.changed()
+            if stamp is None:
                 return
-            self._stamp = stamp
+            self._watcher.take(stamp)  # an invalid file is reported once, not every check
             try:
                 self.policy = load_policy(self.path)
             except PolicyError as err:
