@@ -25,12 +25,22 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
 
-from ..core.cluster import RESOURCE_OF_KIND, Snapshot
+from ..core.cluster import (
+    DEPLOYMENTS,
+    NAMESPACES,
+    NODES,
+    PODS,
+    REPLICASETS,
+    RESOURCE_OF_KIND,
+    RESOURCES,
+    STATEFULSETS,
+    Resource,
+    Snapshot,
+)
 from ..core.kube import labels_of, name_of, namespace_of
 from ..errors import GoneError
 from .kubeclient import (
@@ -50,29 +60,7 @@ Obj = Mapping[str, Any]
 EventCallback = Callable[[str, str, Obj, Obj | None], None]
 
 
-@dataclass(frozen=True)
-class Resource:
-    """A listable, watchable resource type."""
-
-    name: str  # the plural, as in the URL
-    kind: str
-    api_version: str
-    namespaced: bool
-
-    @property
-    def path(self) -> str:
-        """The cluster-wide collection path, e.g. /api/v1/pods."""
-        prefix = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
-        return f"{prefix}/{self.name}"
-
-
-PODS = Resource("pods", "Pod", "v1", True)
-NODES = Resource("nodes", "Node", "v1", False)
-NAMESPACES = Resource("namespaces", "Namespace", "v1", False)
-REPLICASETS = Resource("replicasets", "ReplicaSet", "apps/v1", True)
-DEPLOYMENTS = Resource("deployments", "Deployment", "apps/v1", True)
-STATEFULSETS = Resource("statefulsets", "StatefulSet", "apps/v1", True)
-ALL_RESOURCES = (PODS, NODES, NAMESPACES, REPLICASETS, DEPLOYMENTS, STATEFULSETS)
+ALL_RESOURCES = RESOURCES
 # The order a saved state lists kinds in (the example state file's order).
 SNAPSHOT_RESOURCES = (NAMESPACES, NODES, DEPLOYMENTS, REPLICASETS, STATEFULSETS, PODS)
 
