@@ -16,8 +16,8 @@ from tests.support import factories as f
 from tests.support.kubeapi import FakeKubeAPI, items_of, wait_until
 from webhook.cli.main import main
 from webhook.cluster.kubeclient import KubeConfigError, api_client_from
-from webhook.cluster.live import LiveCluster, read_snapshot, snapshot_to_list
-from webhook.cluster.state import EXAMPLE_STATE, load_state
+from webhook.cluster.live import LiveCluster, read_snapshot
+from webhook.cluster.state import EXAMPLE_STATE, load_state, snapshot_to_list
 
 
 @pytest.fixture

@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 import urllib3
-import yaml
 
 from ..cluster.kubeclient import (
     ApiError,
@@ -18,8 +16,8 @@ from ..cluster.kubeclient import (
     describe_error,
     server_of,
 )
-from ..cluster.live import ListedSnapshot, read_snapshot, snapshot_to_list
-from ..cluster.state import load_policy, load_state
+from ..cluster.live import read_snapshot
+from ..cluster.state import ListedSnapshot, load_policy, load_state, write_state
 from ..core.cluster import ClusterView
 from ..core.kube import format_time_ns, parse_time_ns
 from ..errors import CommandError
@@ -115,11 +113,8 @@ def read_live_state(kubeconfig: str | None, context: str | None,
 
 
 def save_state(path: str, snapshot: ListedSnapshot, comment: str) -> None:
-    """Write `snapshot` as a kind: List YAML document that load_state reads back."""
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml is much faster
-    text = yaml.dump(snapshot_to_list(snapshot), Dumper=dumper, sort_keys=False,
-                     default_flow_style=False, allow_unicode=True)
+    """Write `snapshot` as a state file that --state reads back."""
     try:
-        Path(path).write_text(f"# {comment}\n{text}", encoding="utf-8")
+        write_state(path, snapshot, comment)
     except OSError as err:
         raise CommandError(f"--save-state {path}: cannot write it: {err.strerror}") from None

@@ -39,7 +39,6 @@ from ..core.cluster import (
     RESOURCES,
     STATEFULSETS,
     Resource,
-    Snapshot,
 )
 from ..core.kube import labels_of, name_of, namespace_of
 from ..errors import GoneError
@@ -51,6 +50,7 @@ from .kubeclient import (
     open_stream,
     request_json,
 )
+from .state import ListedSnapshot
 
 log = logging.getLogger("poolguard.live")
 
@@ -372,18 +372,6 @@ def list_objects(api: client.ApiClient, resource: Resource) -> tuple[list[Obj], 
     return items, str((body.get("metadata") or {}).get("resourceVersion") or "")
 
 
-class ListedSnapshot(Snapshot):
-    """A Snapshot that also keeps the objects it was given, in order (for saving)."""
-
-    def __init__(self, objects: Iterable[Obj] = ()) -> None:
-        self.items: list[Obj] = []
-        super().__init__(objects)
-
-    def add(self, obj: Obj) -> None:
-        self.items.append(obj)
-        super().add(obj)
-
-
 def read_snapshot(api: client.ApiClient,
                   resources: Iterable[Resource] = SNAPSHOT_RESOURCES) -> ListedSnapshot:
     """List every resource once: a Snapshot of the live cluster (for `plan`)."""
@@ -393,9 +381,3 @@ def read_snapshot(api: client.ApiClient,
         for item in items:
             snapshot.add(item)
     return snapshot
-
-
-def snapshot_to_list(snapshot: ListedSnapshot) -> dict[str, Any]:
-    """A `kind: List` document of the snapshot's objects, which `--state` reads back."""
-    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
-            "items": [dict(item) for item in snapshot.items]}

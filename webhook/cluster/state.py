@@ -1,10 +1,10 @@
-"""Reading cluster state and policy files (the only file I/O the core's callers need)."""
+"""Cluster state and policy files: the one place their format is read and written."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from ..errors import InputError
 from .filewatch import FileWatcher
 
 log = logging.getLogger("poolguard")
+Obj = Mapping[str, Any]
 
 try:  # the C loader is several times faster on large state files
     _Loader: type = yaml.CSafeLoader
@@ -85,6 +86,33 @@ def _flatten(doc: Any, where: str) -> Iterator[Mapping[str, Any]]:
     except ShapeError as err:
         raise StateError(f"{where}: {err}") from None
     yield doc
+
+
+class ListedSnapshot(Snapshot):
+    """A Snapshot that also keeps the objects it was given, in order (for saving)."""
+
+    def __init__(self, objects: Iterable[Obj] = ()) -> None:
+        self.items: list[Obj] = []
+        super().__init__(objects)
+
+    def add(self, obj: Obj) -> None:
+        self.items.append(obj)
+        super().add(obj)
+
+
+def snapshot_to_list(snapshot: ListedSnapshot) -> dict[str, Any]:
+    """A `kind: List` document of the snapshot's objects, which `--state` reads back."""
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
+            "items": [dict(item) for item in snapshot.items]}
+
+
+def write_state(path: str | Path, snapshot: ListedSnapshot, comment: str) -> None:
+    """Write `snapshot` as a kind: List YAML document that load_state reads back, with
+    `comment` as its first line. Errors: OSError."""
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml is much faster
+    text = yaml.dump(snapshot_to_list(snapshot), Dumper=dumper, sort_keys=False,
+                     default_flow_style=False, allow_unicode=True)
+    Path(path).write_text(f"# {comment}\n{text}", encoding="utf-8")
 
 
 def load_policy(path: str | Path | None) -> Policy:
