@@ -26,13 +26,13 @@ from ..cluster.kubeclient import (
 from ..cluster.state import PolicyHolder, load_policy
 from ..core.policy import Policy
 from ..errors import InputError, LeaseHeldError
+from ..reconciler.metrics import serve_http
 from ..reconciler.service import (
     FAILED,
     Options,
     Service,
     run_cleanup,
     run_once,
-    serve_http,
 )
 from .argtypes import number
 

@@ -78,3 +78,9 @@ def _prepare_metrics_dir() -> None:
     Path(directory).mkdir(parents=True, exist_ok=True)
     for stale in Path(directory).glob("*.db"):
         stale.unlink()
+    # prometheus_client picks per-process or multiprocess values when it is first
+    # imported, and `python -m webhook` imports it (for the reconciler) before this
+    # runs: choose again, or the workers count in memory and /metrics stays empty.
+    from prometheus_client import values
+
+    values.ValueClass = values.get_value_class()

@@ -18,17 +18,14 @@ Modes: `Service` runs forever (watch-fed cache, work queue, periodic resync);
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 
-import prometheus_client as prom
 import urllib3
 from kubernetes import client
 
@@ -45,6 +42,16 @@ from ..core.mutation import KEEP, SET, UNCHANGED, CostDecision, decide_cost, is_
 from ..core.policy import Policy
 from ..errors import ConflictError, LeaseHeldError, NotFoundError
 from .lease import LeaderElector, micro_time
+from .metrics import (
+    CLEANED,
+    FAILED,
+    KEPT,
+    PATCHED,
+    SKIPPED,
+    UNCHANGED_POD,
+    UNTOUCHED,
+    Metrics,
+)
 from .workqueue import TokenBucket, WorkQueue
 
 log = logging.getLogger("poolguard.reconciler")
@@ -52,14 +59,6 @@ log = logging.getLogger("poolguard.reconciler")
 Obj = Mapping[str, Any]
 PodKey = tuple[str, str]
 
-# What happened to a pod.
-PATCHED = "patched"
-UNCHANGED_POD = "unchanged"
-KEPT = "kept"
-SKIPPED = "skipped"
-FAILED = "failed"
-CLEANED = "cleaned"
-UNTOUCHED = "untouched"
 OWNED_ANNOTATIONS = (DELETION_COST_ANNOTATION, MANAGED_COST_ANNOTATION, POOL_ANNOTATION)
 CONFLICT_RETRIES = 3
 
@@ -122,43 +121,6 @@ class Summary:
         cleaned = "would clean" if dry_run else CLEANED
         return (f"{self.pods} pods: {cleaned} {self.outcomes[CLEANED]}, untouched "
                 f"{self.outcomes[UNTOUCHED]}, failed {self.outcomes[FAILED]}")
-
-
-class Metrics:
-    """The reconciler's Prometheus metrics, in a registry of their own."""
-
-    def __init__(self) -> None:
-        self.registry = prom.CollectorRegistry()
-        reg = self.registry
-        self.patches = prom.Counter("poolguard_reconciler_patches", "Pod patch requests by "
-                                    "result: patched, conflict, gone, error", ["result"],
-                                    registry=reg)
-        self.pods = prom.Counter("poolguard_reconciler_pods", "Pod evaluations by outcome: "
-                                 "patched, unchanged, kept, skipped, failed", ["outcome"],
-                                 registry=reg)
-        self.skipped = prom.Counter("poolguard_reconciler_pods_skipped", "Pods left alone, by "
-                                    "reason", ["reason"], registry=reg)
-        self.events = prom.Counter("poolguard_reconciler_events", "Kubernetes Events about "
-                                   "re-costed pods: sent, dropped (rate limit), failed",
-                                   ["result"], registry=reg)
-        self.resyncs = prom.Counter("poolguard_reconciler_resyncs", "Full passes over every "
-                                    "cached pod", registry=reg)
-        self.leader = prom.Gauge("poolguard_reconciler_leader", "1 while this instance holds "
-                                 "the Lease and may write", registry=reg)
-        self.queue_depth = prom.Gauge("poolguard_reconciler_queue_depth", "Pods waiting in the "
-                                      "work queue", registry=reg)
-        self.staleness = prom.Gauge("poolguard_reconciler_cache_staleness_seconds", "Seconds "
-                                    "since the least recently heard-from watch heard from the "
-                                    "API server", registry=reg)
-        for result in (PATCHED, "conflict", "gone", "error"):
-            self.patches.labels(result)
-        for outcome in (PATCHED, UNCHANGED_POD, KEPT, SKIPPED, FAILED):
-            self.pods.labels(outcome)
-
-    def record(self, outcome: str, reason: str = "") -> None:
-        self.pods.labels(outcome).inc()
-        if outcome == SKIPPED:
-            self.skipped.labels(reason).inc()
 
 
 class PodView(Protocol):
@@ -635,35 +597,3 @@ class Service:
 
 
 # ----- /metrics and /healthz ------------------------------------------------------------
-
-
-def serve_http(port: int, metrics: Metrics, health: Callable[[], tuple[bool, dict[str, Any]]],
-               host: str = "") -> ThreadingHTTPServer:
-    """Serve /metrics (Prometheus text) and /healthz (JSON) over plain HTTP in a thread."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path.split("?")[0] == "/metrics":
-                body = prom.generate_latest(metrics.registry)
-                self._send(200, prom.CONTENT_TYPE_LATEST, body)
-            elif self.path.split("?")[0] == "/healthz":
-                ok, details = health()
-                self._send(200 if ok else 503, "application/json",
-                           json.dumps({"ok": ok, **details}).encode())
-            else:
-                self._send(404, "text/plain", b"not found\n")
-
-        def _send(self, status: int, content_type: str, body: bytes) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
-    return server
