@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from webhook.cli.argtypes import OneLineErrors, number
+from webhook.cli.argtypes import OneLineErrors, add_version_flags, number
 from webhook.errors import InputError
 
 from . import pki
@@ -455,6 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (add_create_parser, add_renew_parser, add_ca_bundle_parser, add_inject_parser):
         add(commands)
+    add_version_flags(parser, commands)
     return parser
 
 

@@ -146,7 +146,9 @@ def build_runtime(args: argparse.Namespace) -> Any:
     policy = PolicyHolder(args.policy, on_error=metrics.POLICY_ERRORS.inc, on_load=loaded)
     settings = Settings(max_staleness_seconds=args.max_staleness, fail_closed=args.fail_closed)
     if args.state:
-        return Runtime(policy, load_state(args.state), settings)
+        snapshot = getattr(args, "snapshot", None)  # parsed once by `serve` before forking
+        return Runtime(policy, snapshot if snapshot is not None else load_state(args.state),
+                       settings)
     from ..cluster.kubeclient import api_client_from
     from ..cluster.live import LiveCluster
 
