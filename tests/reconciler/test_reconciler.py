@@ -33,8 +33,11 @@ from webhook.core.deletion_cost import (
 from webhook.core.policy import default_policy
 from webhook.reconciler.lease import LeaderElector
 from webhook.reconciler.metrics import serve_http
-from webhook.reconciler.service import Options, Reconciler, Service, run_once
+from webhook.reconciler.options import Options
+from webhook.reconciler.passes import run_once
+from webhook.reconciler.service import Service
 from webhook.reconciler.workqueue import TokenBucket, WorkQueue
+from webhook.reconciler.writer import Reconciler
 
 FAST = Options(qps=1000, burst=1000, lease_duration=1, renew_deadline=0.5, retry_period=0.05,
                resync_seconds=3600, identity="a")
