@@ -11,7 +11,7 @@ SERVICE ?= poolguard-webhook
 
 .DEFAULT_GOAL := help
 include mk/install.mk
-.PHONY: help install test lint bench run bench-core bench-server bench-reconciler soak hey chromium
+.PHONY: help install test lint bench run bench-core bench-server bench-reconciler soak hey
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -43,6 +43,7 @@ soak: $(STAMP) hey ## mixed load stepped up to saturation, then a killed worker 
 	$(PY) bench/soak.py
 
 # The plan page is checked in headless Chromium; without root or apt its test is skipped.
+.PHONY: chromium
 test: chromium
 chromium:
 	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \

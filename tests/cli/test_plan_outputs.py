@@ -188,8 +188,11 @@ def test_html_page_shows_the_replicaset_split_of_a_rollout(tmp_path):
     page = html_page(tmp_path, "deploy/ml/embedder", 2)
     dom = chromium(f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri())
     html = dom.stdout
+    split = json.loads(example("--workload", "deploy/ml/embedder", "--replicas", "2", "-o",
+                               "json").stdout)["replicaSets"]
+    assert len(split) == 2  # a rollout: the controller splits the change
     assert re.findall(r"<tr><td>([^<]+)</td><td>(\d+)</td><td>(\d+)</td></tr>", html) == [
-        ("embedder-5f6c7d8e9", "3", "1"), ("embedder-6a7b8c9d0", "3", "2")]
+        (name, str(sizes["from"]), str(sizes["to"])) for name, sizes in split.items()]
     assert html.count('<span class="rs">[embedder-') == 6  # each pod names its ReplicaSet
 
 
