@@ -7,7 +7,7 @@ from typing import Any
 
 from ..core.assessment import Assessment
 from ..core.cluster import ClusterView, Snapshot, canonical_kind
-from ..core.decision import decide_scale
+from ..core.decision import preview_scale
 from ..core.kube import controller_ref, name_of, namespace_of, replicas_of
 from ..core.policy import Policy
 from ..core.ranking import RankedPod, deciding_rule
@@ -62,10 +62,9 @@ def build_plan(view: ClusterView, policy: Policy, workload_ref: str, replicas: i
     if replicas < 0:
         raise PlanError(f"--replicas {replicas}: must be 0 or more")
     workload = find_workload(view, workload_ref)
-    # The webhook's own decision, with a preview of the victims even out of scope.
-    decision = decide_scale(view, policy, workload, replicas, now_ns, preview=True)
-    assert decision.assessment is not None
-    return plan_document(view, policy, decision.assessment, now_ns, decision.out_of_scope)
+    # The webhook's own decision, with the victims shown even out of scope.
+    preview = preview_scale(view, policy, workload, replicas, now_ns)
+    return plan_document(view, policy, preview.assessment, now_ns, preview.out_of_scope)
 
 
 def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,

@@ -24,10 +24,18 @@ from .verdict import Verdict
 
 @dataclass
 class ScaleDecision:
-    """`out_of_scope` says why the policy does not apply (None when it does)."""
+    """The webhook's decision: `assessment` is None when the scale is out of scope."""
+
+    out_of_scope: str | None  # why the policy does not apply, in words
+    assessment: Assessment | None
+
+
+@dataclass
+class ScalePreview:
+    """`plan`'s view of the same decision: always the victims, and why it is unchecked."""
 
     out_of_scope: str | None
-    assessment: Assessment | None  # None when out of scope and no preview was asked for
+    assessment: Assessment
 
 
 def template_labels(workload: Mapping[str, Any]) -> Mapping[str, str]:
@@ -58,21 +66,28 @@ def out_of_scope_reason(policy: Policy, namespace_labels: Mapping[str, str],
 
 
 def decide_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
-                 to_replicas: int, now_ns: int | None,
-                 preview: bool = False) -> ScaleDecision:
-    """Decide a scale of `workload` to `to_replicas` as the webhook does.
+                 to_replicas: int, now_ns: int | None) -> ScaleDecision:
+    """Decide a scale of `workload` to `to_replicas`, as `/validate-scale` answers it."""
+    reason = out_of_scope_reason(policy, view.namespace_labels(namespace_of(workload)), workload)
+    if reason is not None:
+        return ScaleDecision(reason, None)
+    # The safe count of an allowed scale costs several predictions during a rollout and
+    # appears only in a violation's fix: the webhook does without it.
+    return ScaleDecision(None, assess_scale(view, policy, workload, to_replicas, now_ns,
+                                            safe_count_when_allowed=False))
 
-    `preview` (for `plan`) adds what the webhook does not need for its answer: the victims
-    of a scale out of scope (with a verdict that allows and says why), and the safe
-    replica count of an allowed scale.
+
+def preview_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
+                  to_replicas: int, now_ns: int | None) -> ScalePreview:
+    """The same decision for `plan`, with what the webhook does not need for its answer.
+
+    In scope: the assessment, with the safe replica count whatever the verdict. Out of
+    scope: the predicted victims, with a verdict that allows and says why.
     """
     reason = out_of_scope_reason(policy, view.namespace_labels(namespace_of(workload)), workload)
     if reason is None:
-        return ScaleDecision(None, assess_scale(view, policy, workload, to_replicas, now_ns,
-                                                safe_count_when_allowed=preview))
-    if not preview:
-        return ScaleDecision(reason, None)
+        return ScalePreview(None, assess_scale(view, policy, workload, to_replicas, now_ns))
     prediction = predict_scale(view, workload, to_replicas, now_ns)
     verdict = Verdict(allowed=True, enforcement=policy.scale_down.enforcement,
                       warnings=[f"not checked: {reason}", *prediction.notes])
-    return ScaleDecision(reason, Assessment(prediction, verdict))
+    return ScalePreview(reason, Assessment(prediction, verdict))
