@@ -42,6 +42,11 @@ bench-server: $(STAMP) hey
 soak: $(STAMP) hey ## mixed load stepped up to saturation, then a killed worker and cert rotations
 	$(PY) bench/soak.py
 
+.PHONY: bench-rollout
+bench: bench-rollout
+bench-rollout: $(STAMP) ## a Deployment scaled down mid-rollout: the sync-order model, 200-4,000 pods
+	$(PY) bench/bench_rollout.py
+
 # The plan page is checked in headless Chromium; without root or apt its test is skipped.
 .PHONY: chromium
 test: chromium

@@ -104,14 +104,14 @@ def _possible(rs: ShrinkingReplicaSet, gone: Counter[str],
     result = set()
     ahead = 0  # pods in groups strictly before on rules 1-4
     for _key, members in sorted(_groups_by_rules_1_to_4(rs.pods).items()):
-        per_node = Counter(pod.node_name for pod in members)
+        by_node = _by_node(members)
         # Pods on other nodes strictly ahead: their node's lowest rank above this node's
         # full count (this node's own lowest rank never is, so it needs no exclusion).
-        lowest = _RankCounts({node: node_counts.get(node, 0) - gone[node] for node in per_node},
-                             per_node)
-        for node in per_node:
+        lowest = _RankCounts({node: node_counts.get(node, 0) - gone[node] for node in by_node},
+                             by_node)
+        for node, pods in by_node.items():
             if ahead + lowest.above(node_counts.get(node, 0)) < rs.removed:
-                result.update(id(pod) for pod in members if pod.node_name == node)
+                result.update(id(pod) for pod in pods)
         ahead += len(members)
         if ahead >= rs.removed:
             break
@@ -126,23 +126,31 @@ def _certain(rs: ShrinkingReplicaSet, gone: Counter[str],
     for _key, members in sorted(_groups_by_rules_1_to_4(rs.pods).items()):
         if ahead >= rs.removed:
             break
-        per_node = Counter(pod.node_name for pod in members)
-        full = _RankCounts({node: node_counts.get(node, 0) for node in per_node}, per_node)
-        for node in per_node:
+        by_node = _by_node(members)
+        full = _RankCounts({node: node_counts.get(node, 0) for node in by_node}, by_node)
+        for node, pods in by_node.items():
             # Ahead of or tied with a pod here, at its node's lowest rank: every other
             # member on a node whose full rank is at least that (its own node included).
             not_after = full.at_least(node_counts.get(node, 0) - gone[node]) - 1
             if ahead + not_after < rs.removed:
-                result.update(id(pod) for pod in members if pod.node_name == node)
+                result.update(id(pod) for pod in pods)
         ahead += len(members)
     return result
+
+
+def _by_node(pods: Sequence[RankedPod]) -> dict[str, list[RankedPod]]:
+    grouped: dict[str, list[RankedPod]] = defaultdict(list)
+    for pod in pods:
+        grouped[pod.node_name].append(pod)
+    return grouped
 
 
 class _RankCounts:
     """How many pods sit on nodes whose rank is above, or at least, a given value."""
 
-    def __init__(self, ranks: Mapping[str, int], pods_per_node: Mapping[str, int]) -> None:
-        pairs = sorted((rank, pods_per_node[node]) for node, rank in ranks.items())
+    def __init__(self, ranks: Mapping[str, int],
+                 pods_per_node: Mapping[str, Sequence[RankedPod]]) -> None:
+        pairs = sorted((rank, len(pods_per_node[node])) for node, rank in ranks.items())
         self._ranks = [rank for rank, _ in pairs]
         self._from = [0] * (len(pairs) + 1)  # pods on nodes from index i to the end
         for index in range(len(pairs) - 1, -1, -1):
