@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,9 @@ import yaml
 from tests.support import factories as f
 from tests.support import reviews
 from tests.support.serving import running_server
+from webhook.admission.handlers import Context, parse_review, review_scale
 from webhook.cli.main import main as cli_main
+from webhook.cluster.state import load_policy, load_state
 from webhook.core.prediction import MAX_REPLICAS_ANNOTATION
 
 SKIP = {"poolguard.dev/skip": "true"}
@@ -232,3 +235,19 @@ def test_plan_says_it_cannot_know_the_user(files):
     assert ("unknown to plan: who scales; the webhook does not check requests by "
             "scaleDown.exemptUsers (system:serviceaccount:kube-system:deployment-controller)"
             ) in out.getvalue()
+
+
+def test_a_rollout_fix_points_the_webhook_user_to_plan(files):
+    # The webhook answers inside the API server's timeout: for a rollout it leaves the
+    # safe count (a dozen re-predictions) to plan, whose verdict is the same.
+    view = load_state(files["state"])
+    policy = load_policy(files["enforce"])
+    review = parse_review(reviews.scale("deployments", "rolling", 5, 2))
+    answer = review_scale(review, Context(policy, view, time.time_ns)).response
+    assert answer["allowed"] is False
+    assert ("fix: scale no lower than the smallest replica count that removes no protected-pool "
+            "pod, which 'python -m webhook plan --workload deployment/ml/rolling --replicas 2' "
+            "names") in answer["status"]["message"]
+    doc = plan_json(files["state"], files["enforce"], "deploy/ml/rolling", 2)
+    assert doc["allowed"] is False and doc["safeReplicas"] == 4
+    assert "fix: scale to 4 replicas or more" in doc["violations"][0]["message"]

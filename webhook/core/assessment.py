@@ -19,16 +19,17 @@ class Assessment:
 
 
 def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
-                 to_replicas: int, now_ns: int | None,
-                 safe_count_when_allowed: bool = True) -> Assessment:
+                 to_replicas: int, now_ns: int | None, quick: bool = False) -> Assessment:
     """Predict the victims of scaling `workload` to `to_replicas` and judge them.
 
-    The safe replica count takes several predictions for a rollout; the webhook, which
-    shows it only in a violation's fix, skips it otherwise (`safe_count_when_allowed`).
+    The safe replica count comes with every verdict, except with `quick` (the webhook,
+    inside the API server's timeout): then only for a violation's fix, and only when one
+    prediction gives it (one ReplicaSet or a StatefulSet shrinks); a rollout would need a
+    dozen re-predictions, and the fix points to `plan` instead.
     """
     prediction = predict_scale(view, workload, to_replicas, now_ns)
     verdict = evaluate(policy, prediction, view.node)
-    if verdict.violations or safe_count_when_allowed:
+    if not quick or (verdict.violations and prediction.prefix_order is not None):
         verdict.safe_replicas = smallest_safe_replicas(view, policy, workload, prediction,
                                                        now_ns)
     if verdict.violations:
@@ -91,9 +92,14 @@ def _search_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[s
     return safe
 
 
-def _fix_text(prediction: ScalePrediction, safe: int) -> str:
+def _fix_text(prediction: ScalePrediction, safe: int | None) -> str:
     options = []
-    if prediction.to_replicas < safe < prediction.from_replicas:
+    if safe is None:
+        options.append(f"scale no lower than the smallest replica count that removes no "
+                       f"protected-pool pod, which 'python -m webhook plan --workload "
+                       f"{prediction.kind.lower()}/{prediction.namespace}/{prediction.name} "
+                       f"--replicas {prediction.to_replicas}' names")
+    elif prediction.to_replicas < safe < prediction.from_replicas:
         options.append(f"scale to {safe} replicas or more for now (the smallest count that "
                        "removes no protected-pool pod)")
     if prediction.kind == "StatefulSet":

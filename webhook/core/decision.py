@@ -71,10 +71,9 @@ def decide_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
     reason = out_of_scope_reason(policy, view.namespace_labels(namespace_of(workload)), workload)
     if reason is not None:
         return ScaleDecision(reason, None)
-    # The safe count of an allowed scale costs several predictions during a rollout and
-    # appears only in a violation's fix: the webhook does without it.
+    # Quick: the answer must come inside the API server's timeout (see assess_scale).
     return ScaleDecision(None, assess_scale(view, policy, workload, to_replicas, now_ns,
-                                            safe_count_when_allowed=False))
+                                            quick=True))
 
 
 def preview_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
