@@ -1,6 +1,7 @@
 """`python -m certs`: certificates for the poolguard webhook and the caBundle that trusts them.
 
-Commands: `create`, `renew`, `ca-bundle`, `inject`, `sync` (in the cluster: certs/sync.py). Unusable input (missing or unreadable
+Commands: `create`, `renew`, `ca-bundle`, `inject`, and `sync` (in the cluster:
+certs/sync.py). Unusable input (missing or unreadable
 files, a directory that cannot be written, a key that does not match its certificate)
 prints one `error: ...` line on stderr and exits with code 2.
 """

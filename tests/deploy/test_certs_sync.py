@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubeapi import FakeKubeAPI
+from test_chart import CHART, find, render
 
 from certs import pki
-from test_chart import CHART, find, render
-from kubeapi import FakeKubeAPI
 
 NAMESPACE, SERVICE, SECRET = "gpu-guard", "guard", "guard-tls"
 

@@ -249,7 +249,8 @@ def test_custom_values_rename_resize_and_reach_every_reference() -> None:
 
 def test_the_policy_in_the_configmap_loads_in_poolguard(tmp_path: Path) -> None:
     """What the chart renders is a policy the server accepts (the server's own loader)."""
-    for values in ([], [CHART / "ci" / "custom-values.yaml"], [CHART / "ci" / "dryrun-values.yaml"]):
+    for values in ([], [CHART / "ci" / "custom-values.yaml"],
+                   [CHART / "ci" / "dryrun-values.yaml"]):
         text = find(render(*values), "ConfigMap", "poolguard-policy")["data"]["policy.yaml"]
         path = tmp_path / "policy.yaml"
         path.write_text(text)
@@ -259,7 +260,8 @@ def test_the_policy_in_the_configmap_loads_in_poolguard(tmp_path: Path) -> None:
 def test_enforcement_value_overrides_the_policy() -> None:
     for enforcement in ("dryrun", "warn", "enforce"):
         objects = render(sets=(f"enforcement={enforcement}",))
-        policy = yaml.safe_load(find(objects, "ConfigMap", "poolguard-policy")["data"]["policy.yaml"])
+        configmap = find(objects, "ConfigMap", "poolguard-policy")
+        policy = yaml.safe_load(configmap["data"]["policy.yaml"])
         assert policy["scaleDown"]["enforcement"] == enforcement
         assert policy["scaleDown"]["protectedLast"] is True  # the rest of the policy stays
 
@@ -381,7 +383,8 @@ def test_certificate_hook_jobs_run_a_valid_certs_command() -> None:
             "gpu-guard", "guard", "guard-tls", 30)
         assert args.ca_bundle_only == (phase == "ca-bundle")
     role = find(objects, "Role", "poolguard-certs")
-    assert {"guard-tls", "guard-tls-ca"} == {n for r in role["rules"] for n in r.get("resourceNames", [])}
+    names = {n for rule in role["rules"] for n in rule.get("resourceNames", [])}
+    assert names == {"guard-tls", "guard-tls-ca"}
 
 
 def test_no_secret_material_is_rendered() -> None:
