@@ -19,7 +19,7 @@ pointed at it with a kubeconfig or `Configuration(host=...)`):
   synthetic ADDED events for the current objects.
 
 Resources: pods, nodes, namespaces, events (core/v1), replicasets, deployments,
-statefulsets (apps/v1), leases (coordination.k8s.io/v1), secrets (core/v1), mutating- and
+statefulsets (apps/v1), leases (coordination.k8s.io/v1), secrets, configmaps (core/v1), mutating- and
 validatingwebhookconfigurations (admissionregistration.k8s.io/v1). One global resourceVersion
 counter orders every change, as etcd's revision does.
 
@@ -74,6 +74,7 @@ RESOURCE_TYPES = (
     ResourceType("statefulsets", "StatefulSet", "apps/v1", True),
     ResourceType("leases", "Lease", "coordination.k8s.io/v1", True),
     ResourceType("secrets", "Secret", "v1", True),
+    ResourceType("configmaps", "ConfigMap", "v1", True),
     ResourceType("mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
                  "admissionregistration.k8s.io/v1", False),
     ResourceType("validatingwebhookconfigurations", "ValidatingWebhookConfiguration",

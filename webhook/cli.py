@@ -27,6 +27,7 @@ from .kubeclient import (
 )
 from .live import ListedSnapshot, read_snapshot, snapshot_to_list
 from .plan import PlanError, build_plan, render_text
+from .policy_command import add_policy_parser
 from .reconcile_command import ReconcileError, add_reconcile_parser
 from .state import StateError, load_policy, load_state
 
@@ -145,6 +146,7 @@ PARSER_BUILDERS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_plan_parser,
     _serve_parser,
     add_reconcile_parser,
+    add_policy_parser,
 ]
 
 
