@@ -18,8 +18,8 @@ pointed at it with a kubeconfig or `Configuration(host=...)`):
   HTTP 410 with `gone_as_http = True`); no resourceVersion (or "0") starts with
   synthetic ADDED events for the current objects.
 
-Resources: pods, nodes, namespaces, events (core/v1), replicasets, deployments,
-statefulsets (apps/v1), leases (coordination.k8s.io/v1), secrets, configmaps (core/v1), mutating- and
+Resources: pods, nodes, namespaces, events, secrets, configmaps (core/v1), replicasets,
+deployments, statefulsets (apps/v1), leases (coordination.k8s.io/v1), mutating- and
 validatingwebhookconfigurations (admissionregistration.k8s.io/v1). One global resourceVersion
 counter orders every change, as etcd's revision does.
 
