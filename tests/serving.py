@@ -43,7 +43,8 @@ def running_server(directory: Path, *args: str, workers: int = 2, ready_timeout:
     """Start `serve` on a free port; yields (base_url, ca_file, process)."""
     tls = make_certs(directory)
     port = free_port()
-    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory / "metrics")}
+    # The environment users have: no PROMETHEUS_MULTIPROC_DIR (serve sets up its own).
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     command = [sys.executable, "-m", "webhook", "serve", "--cert", str(tls["cert"]),
                "--key", str(tls["key"]), "--host", "127.0.0.1", "--port", str(port),
                "--workers", str(workers), *args]

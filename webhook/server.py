@@ -50,6 +50,7 @@ def _error(status: int, message: str) -> Response:
 def create_app(runtime: Runtime) -> Flask:
     """The WSGI app for `runtime`; every answer is JSON, never an HTML error page."""
     app = Flask("poolguard")
+    measured = metrics.admission()
 
     for path, handler in ENDPOINTS.items():
         app.add_url_rule(path, path, _admission_view(runtime, path, handler), methods=["POST"])
@@ -61,13 +62,13 @@ def create_app(runtime: Runtime) -> Flask:
     @app.get("/readyz")
     def readyz() -> Response:
         ready, details = runtime.readiness()
-        metrics.CACHE_SYNCED.set(1 if ready else 0)
+        measured.cache_synced.set(1 if ready else 0)
         return _json(200 if ready else 503, {"ready": ready, **details})
 
     @app.get("/metrics")
     def metrics_view() -> Response:
         ready, _ = runtime.readiness()
-        metrics.CACHE_SYNCED.set(1 if ready else 0)
+        measured.cache_synced.set(1 if ready else 0)
         body, content_type = metrics.render()
         return Response(body, status=200, content_type=content_type)
 
@@ -84,11 +85,16 @@ def create_app(runtime: Runtime) -> Flask:
 
 
 def _admission_view(runtime: Runtime, endpoint: str, handler: Handler) -> Callable[[], Response]:
+    measured = metrics.admission()
+
     def view() -> Response:
         started = time.perf_counter()
-        status, result = _answer(runtime, handler)
-        metrics.REQUESTS.labels(endpoint, result).inc()
-        metrics.LATENCY.labels(endpoint).observe(time.perf_counter() - started)
+        result = "error"  # an exception escaping _answer is a bug: answered 500 by Flask
+        try:
+            status, result = _answer(runtime, handler)
+        finally:
+            measured.requests.labels(endpoint, result).inc()
+            measured.latency.labels(endpoint).observe(time.perf_counter() - started)
         return status
 
     view.__name__ = endpoint.strip("/").replace("-", "_")
@@ -141,11 +147,12 @@ def _answer(runtime: Runtime, handler: Handler) -> tuple[Response, str]:
         return _error(400, f"not a usable AdmissionReview: a field has an unexpected "
                            f"shape ({type(err).__name__}: {str(err)[:200]})"), "bad-request"
     endpoint = request.path
+    measured = metrics.admission()
     for outcome in ctx.outcomes:
-        metrics.DECISIONS.labels(endpoint, outcome).inc()
+        measured.decisions.labels(endpoint, outcome).inc()
         if outcome.startswith("violation:"):
-            metrics.VIOLATIONS.labels(outcome.split(":", 1)[1],
-                                      ctx.policy.scale_down.enforcement).inc()
+            measured.violations.labels(outcome.split(":", 1)[1],
+                                       ctx.policy.scale_down.enforcement).inc()
     return _json(200, review(response)), _result_label(response)
 
 
