@@ -22,16 +22,16 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from webhook.kubeclient import (
-    ApiError,
-    KubeConfigError,
+from webhook.cluster.kubeclient import (
     add_cluster_arguments,
     api_client_from,
     describe_error,
     request_json,
 )
+from webhook.errors import ApiError, NotFoundError
 
 from . import pki
+from .errors import CertsError
 
 EXIT_API = 1
 WEBHOOK_CONFIGURATIONS = ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
@@ -73,8 +73,6 @@ def add_sync_parser(commands: argparse._SubParsersAction,
 
 
 def run_sync(args: argparse.Namespace) -> int:
-    from .cli import CertsError
-
     if args.ca_bundle_only and not args.webhook_configuration:
         raise CertsError("--ca-bundle-only needs --webhook-configuration NAME")
     names = pki.service_dns_names(args.service, args.namespace)
@@ -89,7 +87,7 @@ def run_sync(args: argparse.Namespace) -> int:
         if args.webhook_configuration:
             for resource in WEBHOOK_CONFIGURATIONS:
                 inject_ca_bundle(api, resource, args.webhook_configuration, ca_pem)
-    except (SyncError, KubeConfigError) as err:
+    except SyncError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_API
     return 0
@@ -105,9 +103,9 @@ class Secrets:
     def get(self, name: str) -> dict[str, Any] | None:
         try:
             return _call(self.api, "GET", f"{self.path}/{name}")
+        except NotFoundError:
+            return None
         except ApiError as err:
-            if err.status == 404:
-                return None
             raise SyncError(f"Secret {self.namespace}/{name}: {err}") from None
 
     def read_data(self, name: str, key: str) -> bytes:

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubeapi import FakeKubeAPI
-from test_chart import CHART, find, render
 
 from certs import pki
+from tests.deploy.test_chart import CHART, find, render
+from tests.support.kubeapi import FakeKubeAPI
 
 NAMESPACE, SERVICE, SECRET = "gpu-guard", "guard", "guard-tls"
 
@@ -132,7 +132,7 @@ def test_errors_are_one_line_with_exit_codes(cluster: Any, tmp_path: Path) -> No
     assert line.startswith(f"error: Secret {NAMESPACE}/{SECRET}-ca: ") and "403" in line
     api.clear_faults()
     missing = certs(tmp_path / "nope", *job_args(objects, "secret"))
-    assert missing.returncode == 1 and "no such file" in missing.stderr
+    assert missing.returncode == 2 and "no such file" in missing.stderr  # input error
     usage = certs(kubeconfig, "sync", "--namespace", NAMESPACE, "--service", SERVICE,
                   "--secret", SECRET, "--days", "0")
     assert usage.returncode == 2 and usage.stderr.startswith("error: ")

@@ -26,7 +26,7 @@ import yaml
 
 from certs import pki
 from certs.cli import build_parser as certs_parser
-from webhook.state import load_policy
+from webhook.cluster.state import load_policy
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "poolguard"
@@ -429,8 +429,8 @@ def _has_value(path: str) -> bool:
 
 
 def test_doc_commands_use_real_values_files_and_flags() -> None:
-    from webhook.cli import build_parser as webhook_parser
-    from webhook.kubectl_plugin import build_parser as plugin_parser
+    from webhook.cli.kubectl_plugin import build_parser as plugin_parser
+    from webhook.cli.main import build_parser as webhook_parser
 
     docs = (REPO / "docs" / "install.md", REPO / "README.md")
     seen = {"helm": 0, "plugin": 0, "webhook": 0}

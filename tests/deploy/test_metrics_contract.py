@@ -29,8 +29,9 @@ import pytest
 import requests
 import yaml
 from cryptography import x509
-from kubeapi import FakeKubeAPI, items_of
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.kubeapi import FakeKubeAPI, items_of
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = REPO / "charts" / "poolguard" / "files"
