@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install poolguard with its test tools
 
-test: $(STAMP) helm-for-tests ## run lint and the whole test suite (builds helm for the chart tests)
+test: $(STAMP) test-tools ## run lint and the whole test suite (builds helm and promtool first)
 	$(PY) -m ruff check webhook certs tests bench
 	$(PY) -m pytest
 

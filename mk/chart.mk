@@ -12,7 +12,7 @@ GO ?= go
 # minor its go.mod requires, as helm's own Makefile stamps it.
 HELM_K8S_MINOR = $(shell sed -n 's#^\s*k8s.io/client-go v0\.\([0-9]*\)\..*#\1#p' $(HELM_GOMOD)/go.mod)
 
-.PHONY: helm chart-lint helm-for-tests
+.PHONY: helm chart-lint test-tools
 
 # The version is in the path, so an existing binary is the right one (a fresh clone, as in
 # CI, must not rebuild it because its go.mod looks newer).
@@ -31,10 +31,32 @@ $(HELM): | $(HELM_GOMOD)/go.mod
 
 helm: $(HELM) ## build helm from the Go module proxy into ~/.cache/poolguard-e2e (once)
 
-# `make test` builds helm first when Go is there; without Go the chart tests skip, loudly.
-helm-for-tests:
-	@if command -v $(GO) >/dev/null; then $(MAKE) --no-print-directory $(HELM); else \
-		echo "WARNING: Go is not installed: helm cannot be built, the chart tests will SKIP" >&2; fi
+# `make test` builds helm and promtool first when Go is there; without Go their tests skip,
+# loudly.
+test-tools:
+	@if command -v $(GO) >/dev/null; then $(MAKE) --no-print-directory $(HELM) $(PROMTOOL); \
+	else echo "WARNING: Go is not installed: helm and promtool cannot be built, the chart" \
+		"and alert-rule tests will SKIP" >&2; fi
 
 chart-lint: $(HELM) ## helm lint charts/poolguard
 	$(HELM) lint --strict charts/poolguard
+
+# promtool checks the alert rules (PromQL syntax, and `promtool test rules` unit tests),
+# built the same way from tests/deploy/gomod/promtool. remove_all_sd leaves out the service
+# discovery plugins: promtool's rule commands do not use them, and one of them (nomad)
+# pins a version the module proxy does not serve.
+PROMTOOL_GOMOD := tests/deploy/gomod/promtool
+PROMTOOL_VERSION := $(shell sed -n 's#^require github.com/prometheus/prometheus ##p' $(PROMTOOL_GOMOD)/go.mod)
+PROMTOOL := $(HELM_CACHE)/promtool-$(PROMTOOL_VERSION)/promtool
+
+.PHONY: promtool
+
+$(PROMTOOL): | $(PROMTOOL_GOMOD)/go.mod
+	@command -v $(GO) >/dev/null || { echo "error: Go is not installed; promtool is built" \
+		"from the Go module proxy (install Go 1.26+)" >&2; exit 2; }
+	@mkdir -p $(dir $(PROMTOOL))
+	cd $(PROMTOOL_GOMOD) && CGO_ENABLED=0 nice -n 10 $(GO) build -tags remove_all_sd -trimpath \
+		-ldflags "-s -w" -o $(PROMTOOL).tmp github.com/prometheus/prometheus/cmd/promtool
+	mv $(PROMTOOL).tmp $(PROMTOOL)
+
+promtool: $(PROMTOOL) ## build promtool from the Go module proxy into ~/.cache/poolguard-e2e (once)
