@@ -52,7 +52,8 @@ def add_sync_parser(commands: argparse._SubParsersAction,
         "SECRET (made, or renewed past two thirds of its life, for missing names, or a "
         "wrong CA), and with --webhook-configuration the CA in every webhook's caBundle. "
         "Writes only what changed. The Helm chart runs it in hook Jobs. Exit code 0 when "
-        "done, 1 when the API server refused or was unreachable, 2 for bad arguments.")
+        "done, 1 when the API server refused or was unreachable, 2 for bad arguments or an "
+        "unusable kubeconfig.")
     parser.add_argument("--namespace", required=True, metavar="NS",
                         help="namespace of the Service and the Secrets")
     parser.add_argument("--service", required=True, metavar="NAME",
