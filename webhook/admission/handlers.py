@@ -281,7 +281,8 @@ def review_scale(request: Mapping[str, Any], ctx: Context) -> Decision:
     # workload the cache has not seen yet.
     workload = ctx.view.workload(kind, namespace, name)
     if workload is None and sub == "" and isinstance(old, Mapping):
-        workload = old
+        # The resource says what it is, whatever its (unchecked) kind field claims.
+        workload = {**old, "kind": kind}
     from_replicas = (_replicas(old, "request.oldObject") if isinstance(old, Mapping)
                      else replicas_of(workload) if workload else None)
     if from_replicas is not None and to_replicas >= from_replicas:

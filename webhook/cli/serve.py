@@ -105,18 +105,15 @@ def _prepare_metrics_dir() -> str | None:
 
     Returns the directory when it was made here (a temporary one, to remove at exit).
     """
-    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    from ..admission import metrics
+
+    directory = os.environ.get(metrics.MULTIPROC_ENV)
     created = None
     if not directory:
         directory = created = tempfile.mkdtemp(prefix="poolguard-metrics-")
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
     Path(directory).mkdir(parents=True, exist_ok=True)
     for stale in Path(directory).glob("*.db"):
         stale.unlink()
-    # prometheus_client picks per-process or multiprocess values when it is first
-    # imported, and `python -m webhook` imports it (for the reconciler) before this
-    # runs: choose again, or the workers count in memory and /metrics stays empty.
-    from prometheus_client import values
-
-    values.ValueClass = values.get_value_class()
+    # Before any admission metric exists: metrics.py says why the order matters.
+    metrics.use_multiprocess_dir(directory)
     return created
