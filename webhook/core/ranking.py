@@ -208,6 +208,8 @@ _KEY = attrgetter("key")
 _FACTS = attrgetter("facts")
 _UID = attrgetter("uid")
 _UID_KEY = attrgetter("uid_key")
+_READY_TIME = attrgetter("ready_time_ns")
+_REST_OF_RULES = attrgetter("restarts", "sidecar_restarts", "created_ns")
 _NODE = attrgetter("node_name")
 _REF = attrgetter("ref")
 
@@ -229,10 +231,9 @@ class _Keys:
         self.now_ns = now_ns
         self.shift = NO_CLOCK_WITHIN_BITS if now_ns is None else CLOCK_WITHIN_BITS
         facts = list(map(_FACTS, pods))
-        uids = list(map(_UID, facts))
-        self.distinct_uids = len(set(uids)) == len(uids)
+        self.facts = facts
         long_uids = bool(facts) and min(map(_UID_KEY, facts)) < 0
-        self.uid_keys = uid_order_keys(uids) if long_uids else None
+        self.uid_keys = uid_order_keys(list(map(_UID, facts))) if long_uids else None
         # Pods sharing a ready instant with another ready pod: their class UID depends on
         # which pods share their rules 1-5 group, so it is worked out at every sort.
         self.class_members: list[RankedPod] = []
@@ -242,6 +243,10 @@ class _Keys:
                 shared = {t for t, n in Counter(times).items() if n > 1}
                 self.class_members = [p for p in pods
                                       if p.facts.ready and p.facts.ready_time_ns in shared]
+
+    def distinct_uids(self) -> bool:
+        """No two pods share a UID (so no two share a key)."""
+        return len(set(map(_UID, self.facts))) == len(self.facts)
 
     def uid_key(self, facts: PodFacts) -> int:
         return facts.uid_key if self.uid_keys is None else self.uid_keys[facts.uid]
@@ -305,7 +310,21 @@ def sort_exactly(pods: list[RankedPod], now_ns: int | None) -> list[RankedPod]:
 
 
 def _sort_group_exactly(group: list[RankedPod], now_ns: int | None) -> list[RankedPod]:
-    """`sort_exactly` for pods tied on rules 1-5: rules 6-8 alone, buckets read once."""
+    """`sort_exactly` for pods tied on rules 1-5 given in key order.
+
+    When the comparator is a strict total order on the group that agrees with the key,
+    sorting by it leaves the key order as it is, and the comparator need not run:
+    ready pods (rule 6 decides every pair) with distinct ready times, or pods whose
+    restarts and creation time differ pairwise, with distinct UIDs. Otherwise rules 6-8
+    are applied pair by pair, buckets read once.
+    """
+    facts = list(map(_FACTS, group))
+    if len(set(map(_UID, facts))) == len(facts):
+        if facts and facts[0].ready:  # a group is all ready or all not ready
+            if len(set(map(_READY_TIME, facts))) == len(facts):
+                return group
+        elif len(set(map(_REST_OF_RULES, facts))) == len(facts):
+            return group
     buckets = {id(p): (log_bucket(p.facts.ready_time_ns, now_ns),
                        log_bucket(p.facts.created_ns, now_ns)) for p in group}
 
@@ -392,20 +411,20 @@ def predict_deletions(
     """
     related_active = [f for f in facts_of(related_pods) if f.active]
     per_node = Counter(map(_NODE, related_active))
-    counted = set(map(_REF, related_active))
+    counted = _Counted(related_active)
     remaining = [RankedPod(f, per_node[f.node_name]) for f in facts_of(pods) if f.active]
     keys = _Keys(remaining, now_ns)
     keys.assign(remaining)
     if keys.class_members:
         keys.assign_classes(keys.class_members)
     diff = len(remaining) - max(replicas, 0)
-    if diff > burst and keys.distinct_uids:
+    if diff > burst and keys.distinct_uids():
         return _SyncHeap(keys, remaining, per_node, counted, burst).run(diff)
     return _deletions_by_sorting(keys, remaining, per_node, counted, diff, burst)
 
 
 def _deletions_by_sorting(keys: _Keys, remaining: list[RankedPod], per_node: Counter[str],
-                          counted: set[tuple[str, str]], diff: int, burst: int) -> Deletion:
+                          counted: _Counted, diff: int, burst: int) -> Deletion:
     """The controller's syncs as written: sort what is left, cut, re-rank, again."""
     victims: list[RankedPod] = []
     groups: list[TieGroup] = []
@@ -436,13 +455,33 @@ def _deletions_by_sorting(keys: _Keys, remaining: list[RankedPod], per_node: Cou
         ordered = sorted(remaining, key=_KEY)  # stable: equal keys keep the previous order
 
 
+class _Counted:
+    """Membership in the related pods, by namespace and name as the controller counts.
+
+    Pods usually come from the same view as the related pods, so identity answers at
+    once; names are compared only for a pod that is not one of the related objects.
+    """
+
+    def __init__(self, related: list[PodFacts]) -> None:
+        self.related = related
+        self.ids = set(map(id, related))
+        self.refs: set[tuple[str, str]] | None = None
+
+    def has(self, facts: PodFacts) -> bool:
+        if id(facts) in self.ids:
+            return True
+        if self.refs is None:
+            self.refs = set(map(_REF, self.related))
+        return facts.ref in self.refs
+
+
 def _discount(gone: Iterable[RankedPod], per_node: Counter[str],
-              counted: set[tuple[str, str]]) -> set[str]:
+              counted: _Counted) -> set[str]:
     """Take deleted pods out of their nodes' counts; the nodes whose rank changed."""
     touched = set()
     for pod in gone:
         facts = pod.facts
-        if facts.ref in counted:
+        if counted.has(facts):
             per_node[facts.node_name] -= 1
             touched.add(facts.node_name)
     return touched
@@ -460,7 +499,7 @@ class _SyncHeap:
     """
 
     def __init__(self, keys: _Keys, pods: list[RankedPod], per_node: Counter[str],
-                 counted: set[tuple[str, str]], burst: int) -> None:
+                 counted: _Counted, burst: int) -> None:
         self.keys, self.pods, self.per_node = keys, pods, per_node
         self.counted, self.burst = counted, burst
         self.shift = keys.shift
