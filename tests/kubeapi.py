@@ -448,8 +448,15 @@ class FakeKubeAPI:
                 item.pop("kind", None)  # the real API server leaves these out of items
                 item.pop("apiVersion", None)
                 items.append(item)
+        metadata = {"resourceVersion": str(self._rv)}
+        if query.get("limit"):  # pages: `continue` is the offset into the sorted keys
+            start = int(query.get("continue") or 0)
+            end = start + int(query["limit"])
+            if end < len(items):
+                metadata["continue"] = str(end)
+            items = items[start:end]
         return {"kind": target.rtype.kind + "List", "apiVersion": target.rtype.api_version,
-                "metadata": {"resourceVersion": str(self._rv)}, "items": items}
+                "metadata": metadata, "items": items}
 
     def _patch(self, target: _Target, content_type: str, body: bytes) -> Obj:
         current = self._find(target.rtype, target.namespace or "", target.name or "")
