@@ -438,23 +438,22 @@ class FakeKubeAPI:
     def _list(self, target: _Target, query: dict[str, str]) -> Obj:
         selectors = (query.get("labelSelector", ""), query.get("fieldSelector", ""))
         store = self._store[target.rtype.plural]
-        items = []
-        for key in sorted(store):
-            obj = store[key]
-            if target.namespace is not None and key[0] != target.namespace:
-                continue
-            if _selected(obj, selectors):
-                item = copy.deepcopy(obj)
-                item.pop("kind", None)  # the real API server leaves these out of items
-                item.pop("apiVersion", None)
-                items.append(item)
+        chosen = [store[key] for key in sorted(store)
+                  if (target.namespace is None or key[0] == target.namespace)
+                  and _selected(store[key], selectors)]
         metadata = {"resourceVersion": str(self._rv)}
         if query.get("limit"):  # pages: `continue` is the offset into the sorted keys
             start = int(query.get("continue") or 0)
             end = start + int(query["limit"])
-            if end < len(items):
+            if end < len(chosen):
                 metadata["continue"] = str(end)
-            items = items[start:end]
+            chosen = chosen[start:end]
+        items = []
+        for obj in chosen:
+            item = copy.deepcopy(obj)
+            item.pop("kind", None)  # the real API server leaves these out of items
+            item.pop("apiVersion", None)
+            items.append(item)
         return {"kind": target.rtype.kind + "List", "apiVersion": target.rtype.api_version,
                 "metadata": metadata, "items": items}
 

@@ -9,11 +9,12 @@ ranking needs. Strings that repeat across objects (namespaces, node names, label
 and values, owner names) are interned, so a thousand pods share one copy.
 
 What is kept, and who reads it:
-- metadata: name, namespace, uid, resourceVersion, creationTimestamp, deletionTimestamp,
-  labels (selectors), the annotations poolguard decides on (the deletion cost and its own
-  `poolguard.dev/` keys; merge patches touch only those), the controller owner reference;
-- pods: spec.nodeName, the names and restart policies of init containers (sidecars),
-  status.phase, the first Ready condition, containers' names and restart counts;
+- metadata: name, namespace, uid, resourceVersion, deletionTimestamp, labels
+  (selectors), the annotations poolguard decides on (the deletion cost and its own
+  `poolguard.dev/` keys; merge patches touch only those), and for objects other than
+  pods the controller owner reference;
+- pods: spec.nodeName and status.phase (the reconciler and the binding handler); what
+  the ranking reads (readiness, restarts, times, owner) is in the pod's PodFacts;
 - nodes and namespaces: metadata only (pool label, namespace labels);
 - workloads: everything but managedFields (the prediction reads templates, strategy,
   status and annotations).
@@ -49,46 +50,27 @@ def compact(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def compact_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """A pod reduced to what poolguard reads (see the module docstring)."""
+    """A pod reduced to what the handlers and the reconciler read (see the module
+    docstring); what the ranking reads goes into the pod's `PodFacts` instead."""
     spec = _mapping(pod.get("spec"))
     status = _mapping(pod.get("status"))
     out_spec: dict[str, Any] = {}
     node = spec.get("nodeName")
     if node:
-        out_spec["nodeName"] = _intern(node) if isinstance(node, str) else node
-    init = spec.get("initContainers")
-    if isinstance(init, list) and init:
-        out_spec["initContainers"] = [
-            {"name": c.get("name"), **({"restartPolicy": c["restartPolicy"]}
-                                       if "restartPolicy" in c else {})}
-            for c in init if isinstance(c, Mapping)]
+        out_spec["nodeName"] = _interned(node)
     out_status: dict[str, Any] = {}
     phase = status.get("phase")
     if phase is not None:
-        out_status["phase"] = _intern(phase) if isinstance(phase, str) else phase
-    conditions = status.get("conditions")
-    if isinstance(conditions, list):
-        ready = next((c for c in conditions
-                      if isinstance(c, Mapping) and c.get("type") == "Ready"), None)
-        if ready is not None:
-            out_status["conditions"] = [{key: ready[key] for key in
-                                         ("type", "status", "lastTransitionTime")
-                                         if key in ready}]
-    for field in ("containerStatuses", "initContainerStatuses"):
-        statuses = status.get(field)
-        if isinstance(statuses, list) and statuses:
-            out_status[field] = [
-                {"name": c.get("name"), "restartCount": c.get("restartCount") or 0}
-                for c in statuses if isinstance(c, Mapping)]
+        out_status["phase"] = _interned(phase)
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": _metadata(pod.get("metadata"), all_annotations=False),
+            "metadata": _metadata(pod.get("metadata"), all_annotations=False, owners=False),
             "spec": out_spec, "status": out_status}
 
 
-def _metadata(metadata: Any, all_annotations: bool) -> dict[str, Any]:
+def _metadata(metadata: Any, all_annotations: bool, owners: bool = True) -> dict[str, Any]:
     metadata = _mapping(metadata)
     out: dict[str, Any] = {}
-    for key in ("name", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"):
+    for key in ("name", "uid", "resourceVersion", "deletionTimestamp"):
         if key in metadata:
             out[key] = metadata[key]
     namespace = metadata.get("namespace")
@@ -104,9 +86,9 @@ def _metadata(metadata: Any, all_annotations: bool) -> dict[str, Any]:
                 or (isinstance(k, str) and k.startswith(POOLGUARD_PREFIX))}
         if kept:
             out["annotations"] = kept
-    owners = metadata.get("ownerReferences")
-    if isinstance(owners, list):
-        controller = [{k: _interned(v) for k, v in ref.items()} for ref in owners
+    references = metadata.get("ownerReferences") if owners else None
+    if isinstance(references, list):
+        controller = [{k: _interned(v) for k, v in ref.items()} for ref in references
                       if isinstance(ref, Mapping) and ref.get("controller")]
         if controller:
             out["ownerReferences"] = controller[:1]

@@ -240,7 +240,7 @@ class LiveCluster:
         """Store (or drop) one object; LISTED is an object seen by a relist."""
         obj = compact(resource.kind, raw)
         namespace, name = namespace_of(obj), name_of(obj)
-        entry: Any = PodFacts(obj) if resource.kind == "Pod" else obj
+        entry: Any = PodFacts(raw, keep=obj) if resource.kind == "Pod" else obj
         with self._lock:
             by_name = self._store[resource.name].setdefault(namespace, {})
             before_entry = by_name.get(name)

@@ -74,7 +74,6 @@ class PodFacts:
         "pod",
         "ready",
         "ready_time_ns",
-        "ref",
         "restarts",
         "rules_1_to_4",
         "sidecar_restarts",
@@ -82,16 +81,19 @@ class PodFacts:
         "uid_key",
     )
 
-    def __init__(self, pod: Mapping[str, Any]) -> None:
+    def __init__(self, pod: Mapping[str, Any], keep: Mapping[str, Any] | None = None) -> None:
+        """Read the facts of `pod`; `keep` is the object to remember instead (a compact
+        copy with the same metadata), so `pod` itself can be dropped."""
         metadata = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
         status = pod.get("status") or {}
         annotations = metadata.get("annotations") or {}
         condition = _ready_condition(status)
-        self.pod = pod
-        self.name: str = metadata.get("name") or ""
-        self.namespace: str = metadata.get("namespace") or ""
-        self.ref = (self.namespace, self.name)
+        self.pod = pod if keep is None else keep
+        # Names and labels from the kept copy: its strings are shared (interned).
+        names = metadata if keep is None else (keep.get("metadata") or {})
+        self.name: str = names.get("name") or ""
+        self.namespace: str = names.get("namespace") or ""
         self.uid: bytes = (metadata.get("uid") or "").encode()
         self.uid_key = _uid_key(self.uid)
         self.node_name: str = spec.get("nodeName") or ""
@@ -108,7 +110,7 @@ class PodFacts:
                               if self.ready else None)
         self.restarts, self.sidecar_restarts = _max_restarts(spec, status)
         self.created_ns = parse_time_ns(metadata.get("creationTimestamp"))
-        self.labels: Mapping[str, str] = metadata.get("labels") or {}
+        self.labels: Mapping[str, str] = names.get("labels") or {}
         self.controller = _controller(metadata)
         scheduled = 1 if self.node_name else 0
         self.rules_1_to_4 = (((scheduled << 2 | self.phase_ordinal) << 1 | self.ready) << 32
@@ -118,6 +120,11 @@ class PodFacts:
         self._no_clock_base: int | None = None
         # (low, high, base key): base_key for any clock in [low, high); replaced whole.
         self.memo: tuple[int, int, int] | None = None
+
+    @property
+    def ref(self) -> tuple[str, str]:
+        """(namespace, name): how the controller tells pods apart."""
+        return (self.namespace, self.name)
 
     # ----- the sort key --------------------------------------------------------------
 

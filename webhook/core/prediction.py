@@ -32,7 +32,6 @@ from .ranking import (
     BURST_REPLICAS,
     RankedPod,
     TieGroup,
-    is_pod_active,
     possible_victims,
     predict_deletions,
     ranked_pod,
@@ -110,6 +109,16 @@ def _is_controlled_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
     """Controller reference points at `owner`."""
     return _same_controller(obj, {"uid": uid_of(owner), "kind": owner.get("kind"),
                                   "name": name_of(owner)})
+
+
+def _controlled_by(facts: PodFacts, uid: str, name: str) -> bool:
+    """The pod's controller is the StatefulSet (`_same_controller` on facts)."""
+    controller = facts.controller
+    if controller is None:
+        return False
+    if controller[0] and uid:
+        return controller[0] == uid
+    return controller[1] == "StatefulSet" and controller[2] == name
 
 
 def owned_objects(candidates: Sequence[Mapping[str, Any]],
@@ -482,10 +491,11 @@ def _predict_statefulset(view: ClusterView, sts: Mapping[str, Any],
     prediction = _empty_prediction(sts, to_replicas)
     start = int((spec_of(sts).get("ordinals") or {}).get("start") or 0)
     members: list[tuple[int, RankedPod]] = []
-    for pod in view.pods(namespace_of(sts)):
-        ordinal = stateful_ordinal(name_of(pod), name_of(sts))
-        if ordinal is not None and is_pod_active(pod) and _is_controlled_by(pod, sts):
-            members.append((ordinal, ranked_pod(pod, 0)))
+    sts_name, sts_uid = name_of(sts), uid_of(sts)
+    for facts in pod_facts(view, namespace_of(sts)):
+        ordinal = stateful_ordinal(facts.name, sts_name)
+        if ordinal is not None and facts.active and _controlled_by(facts, sts_uid, sts_name):
+            members.append((ordinal, ranked_pod(facts, 0)))
     members.sort(key=lambda item: -item[0])
     in_range = range(start, start + to_replicas)
     prediction.victims = [pod for ordinal, pod in members if ordinal not in in_range]
