@@ -46,8 +46,8 @@ from .kubeclient import (
 
 log = logging.getLogger("poolguard.live")
 
-LIST_PAGE = 500  # objects per LIST page, as client-go's pager
-FREEZE_EVERY = 10_000  # watch events between two gc.freeze() of the cache
+LIST_PAGE = 100  # objects per LIST page: small pages leave little garbage to fragment the heap
+FREEZE_EVERY = 2_000  # watch events between two gc.freeze(): bounds what a collection walks
 
 Obj = Mapping[str, Any]
 # callback(resource name, event type, object, previous object or None); event types are
