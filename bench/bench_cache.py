@@ -26,13 +26,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # for tests.support
 sys.path.insert(0, str(ROOT / "bench"))
 
 from baseline import BASELINE_COMMIT  # noqa: E402
 from results import record  # noqa: E402
 
-from webhook.live import FREEZE_EVERY  # noqa: E402
+from webhook.cluster.live import FREEZE_EVERY  # noqa: E402
 
 RSS_GOAL_MB = 60.0  # per 10,000 pods
 PAUSE_GOAL_MS = 50.0  # at 150,000 pods
@@ -40,7 +40,7 @@ PAUSE_GOAL_MS = 50.0  # at 150,000 pods
 
 def realistic_pod(index: int) -> dict:
     """A Deployment pod as a real API server returns it (~8.5 KB JSON)."""
-    import factories as f
+    from tests.support import factories as f
 
     rs = f.replicaset("serve-7d4b9c", owner=f.deployment("serve"), pod_hash="7d4b9c")
     name = f"serve-7d4b9c-{index:06d}"
@@ -119,8 +119,8 @@ def realistic_pod(index: int) -> dict:
 def serve_fake_api(pods: int, kubeconfig: Path) -> subprocess.Popen:
     """The fake API server with `pods` realistic pods, in its own process."""
     code = (
-        f"import sys, time; sys.path[:0] = [{str(ROOT / 'tests')!r}, {str(ROOT / 'bench')!r}]\n"
-        "from kubeapi import FakeKubeAPI\nimport bench_cache\n"
+        f"import sys, time; sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'bench')!r}]\n"
+        "from tests.support.kubeapi import FakeKubeAPI\nimport bench_cache\n"
         "api = FakeKubeAPI().start()\n"
         f"api.put(*(bench_cache.realistic_pod(i) for i in range({pods})))\n"
         f"api.write_kubeconfig({str(kubeconfig)!r})\nprint('ready', flush=True)\n"
@@ -139,19 +139,22 @@ def rss_mb() -> float:
 def child(variant: str, kubeconfig: str) -> None:
     """One cache, synced once; prints its figures as JSON."""
     sys.path.insert(0, str(ROOT))
-    from webhook.kubeclient import api_client_from
+    from webhook.cluster.kubeclient import api_client_from
 
     if variant == "old":
         source = subprocess.run(["git", "-C", str(ROOT), "show",
                                  f"{BASELINE_COMMIT}:webhook/live.py"],
                                 check=True, capture_output=True, text=True).stdout
+        # Its modules moved since (webhook/cluster/); the code it calls did not change.
+        source = (source.replace("from .core.", "from webhook.core.")
+                  .replace("from .kubeclient import", "from webhook.cluster.kubeclient import"))
         spec = importlib.util.spec_from_loader("webhook._baseline_live", loader=None)
         live = importlib.util.module_from_spec(spec)
         live.__package__ = "webhook"
         sys.modules[spec.name] = live  # dataclasses look their module up
         exec(compile(source, "baseline live.py", "exec"), live.__dict__)
     else:
-        from webhook import live
+        from webhook.cluster import live
     api = api_client_from(kubeconfig, None)
     gc.collect()
     before = rss_mb()

@@ -20,13 +20,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import factories as f
 from baseline import BASELINE_COMMIT, core_module, load_core
 from results import record
 
+from tests.support import factories as f
 from webhook.core.assessment import Assessment, assess_scale
 from webhook.core.cluster import Snapshot
 from webhook.core.kube import format_time_ns, parse_time_ns

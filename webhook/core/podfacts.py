@@ -24,6 +24,7 @@ order is exactly the tuple order `ranking` documents:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,6 +46,7 @@ NO_CLOCK_WITHIN_BITS = 1 + 72 + 128 + 1 + 72 + UIDW
 _CLASS_SHIFT = 72 + _TAILW
 _RANK_MAX = (1 << 32) - 1
 _NEVER = 1 << 80  # a clock beyond any time: "valid for every now"
+_LN2_INVERSE = 1 / math.log(2)
 
 
 class PodFacts:
@@ -200,7 +202,7 @@ def bucket_window(time_ns: int | None, now_ns: int) -> tuple[int, int, int]:
     if bucket >= 44:
         top -= 1 << (bucket - 43)
         if age >= top:
-            return int(_go_log2(float(age))), now_ns, now_ns + 1
+            return int(go_log2(float(age))), now_ns, now_ns + 1
     return bucket, time_ns + (1 << bucket), time_ns + top
 
 
@@ -221,10 +223,12 @@ def _count(value: int) -> int:
     return _COUNT_TOP - min(max(value, -_COUNT_TOP), _COUNT_TOP)
 
 
-def _go_log2(value: float) -> float:
-    from .ranking import go_log2  # one definition of Go's log2
-
-    return go_log2(value)
+def go_log2(value: float) -> float:
+    """math.Log2 as Go computes it (exact for powers of two, frexp otherwise)."""
+    fraction, exponent = math.frexp(value)
+    if fraction == 0.5:
+        return float(exponent - 1)
+    return math.log(fraction) * _LN2_INVERSE + exponent
 
 
 def _ready_condition(status: Mapping[str, Any]) -> Mapping[str, Any] | None:

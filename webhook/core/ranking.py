@@ -14,7 +14,6 @@ therefore reported as uncertain rather than pretended away.
 from __future__ import annotations
 
 import heapq
-import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +32,6 @@ from .podfacts import (
 )
 
 BURST_REPLICAS = 500  # pkg/controller/replicaset: BurstReplicas, deletions per sync
-_LN2_INVERSE = 1 / math.log(2)
 
 
 def is_pod_active(pod: Mapping[str, Any]) -> bool:
@@ -128,14 +126,6 @@ def ranked_pod(pod: Mapping[str, Any] | PodFacts, rank: int,
     """A pod (dict or facts) with its rank; `now_ns` is accepted for compatibility."""
     del now_ns  # keys are computed when a set of pods is sorted
     return RankedPod(pod if isinstance(pod, PodFacts) else PodFacts(pod), rank)
-
-
-def go_log2(value: float) -> float:
-    """math.Log2 as Go computes it (exact for powers of two, frexp otherwise)."""
-    fraction, exponent = math.frexp(value)
-    if fraction == 0.5:
-        return float(exponent - 1)
-    return math.log(fraction) * _LN2_INVERSE + exponent
 
 
 def log_bucket(time_ns: int | None, now_ns: int | None) -> int:

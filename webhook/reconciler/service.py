@@ -1,0 +1,188 @@
+"""The long-running reconciler: a watch-fed cache, a work queue, resyncs and leadership.
+
+`Service` watches pods, nodes and namespaces. A pod event queues that pod, a node whose
+pool changed queues the pods on it, a namespace whose labels changed queues its pods,
+and every --resync-seconds (and whenever the policy file changes) every cached pod is
+evaluated again. One worker thread writes, and only while this instance holds the Lease;
+a failed write is retried with exponential backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+
+from ..cluster.live import NAMESPACES, NODES, PODS, LiveCluster
+from ..cluster.state import PolicyHolder
+from ..core.kube import Obj, labels_of, name_of, namespace_of, spec_of
+from ..core.policy import Policy
+from .decide import FAILED, PATCH, PodKey
+from .lease import make_elector
+from .metrics import Metrics
+from .options import Options
+from .passes import Summary
+from .workqueue import WorkQueue
+from .writer import Reconciler
+
+log = logging.getLogger("poolguard.reconciler")
+
+
+class Service:
+    """Watches pods, nodes and namespaces and keeps costs right while it leads."""
+
+    def __init__(self, api: client.ApiClient, policy: Policy, options: Options, *,
+                 out: Callable[[str], None] = print, metrics: Metrics | None = None,
+                 cluster: LiveCluster | None = None,
+                 policy_file: PolicyHolder | None = None) -> None:
+        self.options = options
+        self.policy_file = policy_file  # re-read when it changes, as the webhook does
+        self.metrics = metrics or Metrics()
+        self.cluster = cluster or LiveCluster(api, (PODS, NODES, NAMESPACES))
+        self.queue = WorkQueue()
+        self.elector = None if options.dry_run else make_elector(api, options,
+                                                                 self._on_leadership)
+        self.reconciler = Reconciler(api, self.cluster, policy, options,
+                                     may_write=self.is_leader, metrics=self.metrics, out=out)
+        self._failures: Counter[PodKey] = Counter()
+        self._worker_died = False
+        self.cluster.on_event(self._on_event)
+        self.metrics.queue_depth.set_function(lambda: len(self.queue))
+        self.metrics.staleness.set_function(self.cluster.staleness_seconds)
+        self.metrics.leader.set_function(lambda: 1 if self.is_leader() else 0)
+
+    def is_leader(self) -> bool:
+        """May this instance write now (always true in dry-run, which writes nothing)."""
+        return self.elector.is_leader() if self.elector else True
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        """(healthy, details) for /healthz: unhealthy only if the worker died."""
+        status = self.cluster.sync_status()
+        return not self._worker_died, {"leader": self.is_leader(), "queueDepth": len(self.queue),
+                                    "synced": status["synced"],
+                                    "stalenessSeconds": status["stalenessSeconds"]}
+
+    def run(self, stop: threading.Event) -> None:
+        """Run until `stop` is set; then release the Lease and stop the watches."""
+        self.reconciler.stop = stop
+        self.cluster.start()
+        threads: list[threading.Thread] = []
+        try:
+            log.info("waiting for the pod, node and namespace caches to sync")
+            while not self.cluster.wait_for_sync(0.5):
+                if stop.is_set():
+                    return
+            threads = self._start_threads(stop)
+            self._resync_loop(stop)
+        finally:
+            for thread in threads:
+                thread.join(timeout=5)
+            if self.elector is not None:
+                self.elector.release()
+            self.cluster.stop()
+
+    def _start_threads(self, stop: threading.Event) -> list[threading.Thread]:
+        threads = [threading.Thread(target=self._work, args=(stop,), daemon=True,
+                                    name="reconcile-worker")]
+        if self.elector is not None:
+            threads.append(threading.Thread(target=self.elector.run, args=(stop,),
+                                            daemon=True, name="lease"))
+        else:
+            self.enqueue_all()
+        for thread in threads:
+            thread.start()
+        return threads
+
+    def _resync_loop(self, stop: threading.Event) -> None:
+        next_resync = time.monotonic() + self.options.resync_seconds
+        while not stop.wait(min(1.0, max(next_resync - time.monotonic(), 0.0))):
+            if self._policy_changed():
+                next_resync = time.monotonic()  # every pod may want another cost now
+            if time.monotonic() >= next_resync:
+                next_resync = time.monotonic() + self.options.resync_seconds
+                if self.is_leader():
+                    self.enqueue_all()
+
+    def _policy_changed(self) -> bool:
+        """Reload the policy file if it changed (an invalid file keeps the last good one)."""
+        if self.policy_file is None:
+            return False
+        self.policy_file.refresh()
+        if self.policy_file.policy is self.reconciler.policy:
+            return False
+        self.reconciler.policy = self.policy_file.policy
+        log.info("policy changed: re-evaluating every pod")
+        return True
+
+    def enqueue_all(self) -> Summary:
+        """Evaluate every cached pod; queue those that need a write (a full resync)."""
+        summary = Summary()
+        for pod in self.cluster.all_pods():
+            verdict = self.reconciler.evaluate(pod)
+            if verdict.outcome == PATCH:
+                self.queue.add((namespace_of(pod), name_of(pod)))
+            else:
+                summary.add(verdict.outcome, verdict.reason)
+                self.metrics.record(verdict.outcome, verdict.reason)
+        self.metrics.resyncs.inc()
+        log.info("resync: %d pods queued, %s", len(self.queue), summary.line())
+        return summary
+
+    def _on_leadership(self, leading: bool) -> None:
+        if leading:
+            self.enqueue_all()
+
+    def _on_event(self, resource: str, event_type: str, obj: Obj, old: Obj | None) -> None:
+        if resource == "pods" and event_type == "DELETED":
+            self.reconciler.forget((namespace_of(obj), name_of(obj)))
+        if event_type == "DELETED" or not self.is_leader():
+            return
+        if resource == "pods":
+            self._enqueue_if_needed(obj)
+        elif resource == "nodes" and (old is None or self._pool(old) != self._pool(obj)):
+            for pod in self.cluster.all_pods():
+                if spec_of(pod).get("nodeName") == name_of(obj):
+                    self._enqueue_if_needed(pod)
+        elif resource == "namespaces" and (old is None or labels_of(old) != labels_of(obj)):
+            for pod in self.cluster.pods(name_of(obj)):
+                self._enqueue_if_needed(pod)
+
+    def _pool(self, node: Obj) -> str | None:
+        assert self.reconciler.policy is not None
+        return self.reconciler.policy.pool_of_node(node)
+
+    def _enqueue_if_needed(self, pod: Obj) -> None:
+        if self.reconciler.evaluate(pod).outcome == PATCH:
+            self.queue.add((namespace_of(pod), name_of(pod)))
+
+    def _work(self, stop: threading.Event) -> None:
+        try:
+            while not stop.is_set():
+                key = self.queue.get(timeout=0.2)
+                if key is None:
+                    continue
+                try:
+                    self._process(key)  # type: ignore[arg-type]
+                except Exception:
+                    log.exception("reconciling %s/%s failed", *key)  # type: ignore[misc]
+                finally:
+                    self.queue.done(key)
+        finally:
+            self._worker_died = not stop.is_set()
+
+    def _process(self, key: PodKey) -> None:
+        pod = self.cluster.pod(*key)
+        if pod is None:
+            self._failures.pop(key, None)  # deleted while a retry was pending
+            return
+        outcome, _ = self.reconciler.reconcile(pod)
+        if outcome == FAILED:
+            self._failures[key] += 1
+            self.queue.add_after(key, min(0.5 * 2 ** (self._failures[key] - 1), 60.0))
+        else:
+            self._failures.pop(key, None)
