@@ -117,6 +117,11 @@ class Snapshot:
     def pod(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self._pod_index.get((namespace, name))
 
+    def read_all_facts(self) -> None:
+        """Read the facts of every pod now (a server does this once, after loading)."""
+        for namespace in list(self._pods):
+            self.pod_facts(namespace)
+
     def pod_facts(self, namespace: str) -> Sequence[PodFacts]:
         """The facts of the namespace's pods, read once (on first use) and kept."""
         facts = self._facts.get(namespace)

@@ -32,8 +32,8 @@ from .ranking import (
     BURST_REPLICAS,
     RankedPod,
     TieGroup,
+    deletions_of_facts,
     possible_victims,
-    predict_deletions,
     ranked_pod,
 )
 from .selectors import compile_workload_selector, workload_selector_matches
@@ -214,7 +214,7 @@ def _predict_replicaset(view: ClusterView, rs: Mapping[str, Any], to_replicas: i
                         now_ns: int | None, burst: int) -> ScalePrediction:
     prediction = _empty_prediction(rs, to_replicas)
     pods, related = _claimed_and_related(view, rs)
-    deletion = predict_deletions(pods, related, to_replicas, now_ns, burst)
+    deletion = deletions_of_facts(pods, related, to_replicas, now_ns, burst)
     _tag_replicaset(deletion.order, name_of(rs))
     prediction.victims = deletion.victims
     prediction.survivors = deletion.order[len(deletion.victims):]
@@ -251,8 +251,8 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
         current = replicas_of(rs, default=0)
         target = targets.get(rs_name, current)
         prediction.replica_set_targets[rs_name] = (current, target)
-        deletion = predict_deletions(owned_pod_facts(all_pods, rs), all_pods, target, now_ns,
-                                     burst)
+        deletion = deletions_of_facts(owned_pod_facts(all_pods, rs), all_pods, target, now_ns,
+                                      burst)
         _tag_replicaset(deletion.order, rs_name)
         prediction.victims.extend(deletion.victims)
         prediction.survivors.extend(deletion.order[len(deletion.victims):])

@@ -399,10 +399,17 @@ def predict_deletions(
     (a deleted pod is inactive, so it no longer counts towards its node's rank).
     Pods may be given as dicts or as `PodFacts`.
     """
-    related_active = [f for f in facts_of(related_pods) if f.active]
+    return deletions_of_facts(facts_of(pods), facts_of(related_pods), replicas, now_ns, burst)
+
+
+def deletions_of_facts(pods: Sequence[PodFacts], related_pods: Sequence[PodFacts],
+                       replicas: int, now_ns: int | None,
+                       burst: int = BURST_REPLICAS) -> Deletion:
+    """`predict_deletions` for pods given as facts (what a view keeps)."""
+    related_active = [f for f in related_pods if f.active]
     per_node = Counter(map(_NODE, related_active))
     counted = _Counted(related_active)
-    remaining = [RankedPod(f, per_node[f.node_name]) for f in facts_of(pods) if f.active]
+    remaining = [RankedPod(f, per_node[f.node_name]) for f in pods if f.active]
     keys = _Keys(remaining, now_ns)
     keys.assign(remaining)
     if keys.class_members:
