@@ -69,7 +69,7 @@ def show(name: str, result: heyrun.LoadResult) -> None:
 
 
 def start_allow_all(stack: ExitStack, directory: Path, worker_class: str, workers: int) -> str:
-    from serving import free_port, make_certs
+    from tests.support.serving import free_port, make_certs
 
     tls = make_certs(directory)
     port = free_port()

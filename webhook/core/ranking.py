@@ -508,6 +508,12 @@ class _SyncHeap:
             pod.live = key
         self.owner = dict(zip(self.heap, pods, strict=True))  # entry -> pod, stale ones too
         heapq.heapify(self.heap)
+        # Class members by ready instant and by node, to re-key only the changed classes.
+        self.members_at: dict[int | None, list[RankedPod]] = {}
+        self.members_on: dict[str, list[RankedPod]] = {}
+        for pod in keys.class_members:
+            self.members_at.setdefault(pod.facts.ready_time_ns, []).append(pod)
+            self.members_on.setdefault(pod.facts.node_name, []).append(pod)
 
     def run(self, diff: int) -> Deletion:
         victims: list[RankedPod] = []
@@ -526,7 +532,7 @@ class _SyncHeap:
                                 tie_groups=groups)
             touched = _discount(taken, self.per_node, self.counted)
             self.node_epoch.update(touched)
-            self._refresh_members()
+            self._refresh_members(taken, touched)
 
     def _sync(self, batch: int, final: bool) -> tuple[list[RankedPod], TieGroup | None]:
         """Delete `batch` pods; the group tied with the cut is ordered exactly."""
@@ -581,21 +587,32 @@ class _SyncHeap:
         pod.live = pod.key
         heapq.heappush(self.heap, pod.key)
 
-    def _refresh_members(self) -> None:
-        """Re-key the class members left: their class UIDs depend on who is left."""
-        keys = self.keys
-        if not keys.class_members:
+    def _refresh_members(self, taken: list[RankedPod], touched: set[str]) -> None:
+        """Re-key the class members whose class may have changed in the last sync.
+
+        A class (see `_Keys`) is the pods of one rules 1-5 group ready at one instant; it
+        changes when a member is deleted or a member's rank changes. Only the members
+        ready at such an instant are re-keyed, so a sync costs what it changed.
+        """
+        if not self.members_at:
             return
-        members = keys.class_members = [p for p in keys.class_members if p.sync != _GONE]
-        for pod in members:
-            node = pod.facts.node_name
-            pod.sync = self.node_epoch[node]
-            pod.rank = self.per_node[node]
-        keys.assign(members)
-        keys.assign_classes(members)
-        for pod in members:
-            if pod.live is not None and pod.live != pod.key:
-                self._push(pod)
+        instants = {pod.facts.ready_time_ns for pod in taken}
+        for node in touched:
+            instants.update(p.facts.ready_time_ns for p in self.members_on.get(node, ()))
+        epoch, per_node = self.node_epoch, self.per_node
+        for instant in instants:
+            members = [p for p in self.members_at.get(instant, ()) if p.sync != _GONE]
+            if not members:
+                continue
+            for pod in members:
+                node = pod.facts.node_name
+                pod.sync = epoch[node]
+                pod.rank = per_node[node]
+            self.keys.assign(members)
+            self.keys.assign_classes(members)
+            for pod in members:
+                if pod.live is not None and pod.live != pod.key:
+                    self._push(pod)
 
     def _rest(self) -> list[RankedPod]:
         """The pods still in the heap, keyed as of this sync and sorted."""
