@@ -109,6 +109,11 @@ def compare(directory: Path, worker_class: str, workers: int) -> None:
         show(f"{label} /mutate-pods", mutate)
         show(f"{label} allow-all baseline", allow)
         print(f"  {label} mutate/allow-all throughput: {mutate.rps / allow.rps * 100:.0f}%")
+        if workers == 1:
+            ratio = mutate.rps / allow.rps
+            record("pods CREATE, 1 worker, webhook/allow-all throughput", f"{ratio * 100:.0f}%",
+                   f">= 90% (webhook {mutate.rps:.0f} req/s, p99 {mutate.p99:.1f} ms)",
+                   ratio >= 0.9)
         if worker_class == "gthread" and workers == 2:
             paced = hey(url + "/mutate-pods", body, "-q", "25")
             show(f"{label} /mutate-pods at 8 x 25 req/s", paced)
