@@ -9,6 +9,7 @@ once per process. README "Serving" has the measurements.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import ssl
 import tempfile
@@ -175,8 +176,12 @@ def build_runtime(args: argparse.Namespace) -> Any:
     settings = Settings(max_staleness_seconds=args.max_staleness, fail_closed=args.fail_closed)
     if args.state:
         snapshot = getattr(args, "snapshot", None)  # parsed once by `serve` before forking
-        runtime = Runtime(policy, snapshot if snapshot is not None else load_state(args.state),
-                          settings)
+        if snapshot is None:
+            snapshot = load_state(args.state)
+        snapshot.read_all_facts()  # now, not during the first scale check
+        gc.collect()
+        gc.freeze()  # the loaded state is never garbage: keep collections off it
+        runtime = Runtime(policy, snapshot, settings)
     else:
         from ..cluster.kubeclient import api_client_from
         from ..cluster.live import LiveCluster

@@ -66,6 +66,7 @@ def run_serve(args: argparse.Namespace) -> int:
         # Read once, here: a bad file is one error line instead of a traceback per
         # worker, and the workers share the parsed objects through fork.
         args.snapshot = load_state(args.state)
+        args.snapshot.read_all_facts()
     _check_port(args.host, args.port)
     created = _prepare_metrics_dir()  # before the metrics modules are imported
     owner = os.getpid()
