@@ -13,114 +13,28 @@ Loopback only; about 25 s. SLOW_CLIENTS=N sets the number held per kind (default
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import json
 import os
-import shlex
-import signal
 import socket
 import ssl
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import factories as f
 import pytest
 import reviews
-from serving import free_port, make_certs
+from serving import ANSWER_WITHIN, Server, request, served_like_make_run
 
-ROOT = Path(__file__).resolve().parents[2]
 PER_KIND = int(os.environ.get("SLOW_CLIENTS", "200"))
 HOLD_SECONDS = 8.0  # longer than the server's deadlines, so dropped ones are reopened
-ANSWER_WITHIN = 1.0
 BACK_WITHIN = 2.0
 KINDS = ("tls-then-silence", "partial-client-hello", "slowloris-headers", "slow-body",
          "length-without-body", "idle-keep-alive")
-
-
-# --- the server as `make run` starts it ------------------------------------------------
-
-
-def make_run_command(port: int, cert_dir: Path) -> list[str]:
-    """The command `make run` executes, read from the Makefile with `make -n`."""
-    output = subprocess.run(["make", "-s", "-n", "run", f"PORT={port}",
-                             f"CERT_DIR={cert_dir}"], cwd=ROOT, check=True,
-                            capture_output=True, text=True).stdout
-    output = output.replace("\\\n", " ")  # recipe lines continued with a backslash
-    line = next(line for line in output.splitlines() if "-m webhook serve" in line)
-    command = shlex.split(line)
-    command[0] = sys.executable  # the interpreter running the tests, i.e. the venv's
-    return command
-
-
-@dataclass
-class Server:
-    url: str
-    host: str
-    port: int
-    ca: Path
-    log: Path
-    process: subprocess.Popen
-
-    def client_context(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(cafile=str(self.ca))
-        context.check_hostname = False
-        return context
-
-
-@contextmanager
-def served_like_make_run(directory: Path) -> Iterator[Server]:
-    tls = make_certs(directory)
-    port = free_port()
-    log = directory / "server.log"
-    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory / "metrics")}
-    with log.open("w") as out:
-        process = subprocess.Popen(make_run_command(port, directory), cwd=ROOT, env=env,
-                                   stdout=out, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
-    server = Server(f"https://127.0.0.1:{port}", "127.0.0.1", port, tls["ca"], log, process)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert process.poll() is None, log.read_text()
-            try:
-                status, _, _ = request(server, "GET", "/healthz", timeout=1)
-                if status == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-        yield server
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
-def request(server: Server, method: str, path: str, body: bytes | None = None,
-            timeout: float = ANSWER_WITHIN,
-            connection: http.client.HTTPSConnection | None = None,
-            ) -> tuple[int, dict[str, str], bytes]:
-    conn = connection or http.client.HTTPSConnection(
-        server.host, server.port, timeout=timeout, context=server.client_context())
-    try:
-        headers = {"Content-Type": "application/json"} if body is not None else {}
-        conn.request(method, path, body=body, headers=headers)
-        response = conn.getresponse()
-        return response.status, dict(response.getheaders()), response.read()
-    finally:
-        if connection is None:
-            conn.close()
 
 
 def good_pod_review() -> bytes:
@@ -135,10 +49,8 @@ def client_hello_prefix() -> bytes:
     context = ssl.create_default_context()
     incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
     tls = context.wrap_bio(incoming, outgoing, server_hostname="localhost")
-    try:
+    with contextlib.suppress(ssl.SSLWantReadError):
         tls.do_handshake()
-    except ssl.SSLWantReadError:
-        pass
     hello = outgoing.read()
     return hello[: len(hello) // 2]
 
