@@ -23,25 +23,29 @@ module cannot wrap gevent's sockets).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import json
 import ssl
+import sys
 import time
 from datetime import datetime
 from functools import partial
 from typing import Any
 
 import gevent
+from gevent import monkey
 from gevent.lock import BoundedSemaphore
 from gevent.pool import Pool
 from gevent.server import StreamServer
-from gevent.socket import wait_read
-from gunicorn import http
+from gunicorn import http, util
 from gunicorn.http import errors as http_errors
 from gunicorn.http import wsgi
 from gunicorn.http.body import Body, ChunkedReader, LengthReader
 from gunicorn.workers.ggevent import GeventWorker
+
+from .server import CLIENT_CERT_KEY
 
 HANDSHAKE_SECONDS = 5.0
 HEAD_SECONDS = 5.0
@@ -70,10 +74,62 @@ class Deadline(Exception):
 
 
 class QuietResponse(wsgi.Response):
-    """gunicorn's response without the `Server:` banner."""
+    """gunicorn's response without the `Server:` banner, head and body in one TLS record.
+
+    gunicorn writes the head and the body with two sends: two TLS records, two syscalls
+    and two trips through gevent's hub per answer. The head is kept back here and sent
+    with the first body bytes (an admission answer is one body piece).
+    """
+
+    _head = b""
 
     def default_headers(self) -> list[str]:
-        return [line for line in super().default_headers() if not line.startswith("Server:")]
+        connection = "upgrade" if self.upgrade else "close" if self.should_close() else "keep-alive"
+        major, minor = self.req.version
+        lines = [f"HTTP/{major}.{minor} {self.status}\r\n", f"Date: {_http_date()}\r\n",
+                 f"Connection: {connection}\r\n"]
+        if self.chunked:
+            lines.append("Transfer-Encoding: chunked\r\n")
+        return lines
+
+    def send_headers(self) -> None:
+        if self.headers_sent:
+            return
+        lines = self.default_headers()
+        lines.extend(f"{name}: {value}\r\n" for name, value in self.headers)
+        self._head = ("".join(lines) + "\r\n").encode("latin-1")
+        self.headers_sent = True
+        if self.chunked:
+            self._flush_head()
+
+    def _flush_head(self) -> None:
+        head, self._head = self._head, b""
+        if head:
+            self.sock.sendall(head)
+
+    def _emit_body(self, data: bytes) -> None:
+        if self._head and not self.chunked:
+            head, self._head = self._head, b""
+            self.sock.sendall(head + data)
+            return
+        self._flush_head()
+        super()._emit_body(data)
+
+    def close(self) -> None:
+        self.send_headers()
+        self._flush_head()
+        super().close()
+
+
+_date = [0, ""]
+
+
+def _http_date() -> str:
+    """The Date header's value, formatted once a second rather than once a response."""
+    now = int(time.time())
+    if now != _date[0]:
+        _date[:] = [now, util.http_date(now)]
+    return _date[1]
 
 
 def _json_response(status: int, reason: str, message: str, close: bool = True) -> bytes:
@@ -82,6 +138,25 @@ def _json_response(status: int, reason: str, message: str, close: bool = True) -
             f"Content-Length: {len(body)}\r\n"
             f"Connection: {'close' if close else 'keep-alive'}\r\n\r\n")
     return head.encode("latin-1") + body
+
+
+def _use_gevent_ssl_everywhere() -> None:
+    """Point names bound to the unpatched `ssl.SSLContext` at gevent's.
+
+    urllib3 (under the Kubernetes client's watches) imports `SSLContext` by name when the
+    master starts, before gevent patches `ssl` in the worker; its contexts would then wrap
+    gevent sockets with the blocking class (a RecursionError at the first HTTPS call).
+    gevent's own modules keep the original: they subclass it.
+    """
+    original = monkey.get_original("ssl", "SSLContext")
+    if original is ssl.SSLContext:
+        return  # not patched
+    for name, module in list(sys.modules.items()):
+        if module is None or name == "ssl" or name.startswith("gevent"):
+            continue
+        for attribute, value in list(getattr(module, "__dict__", {}).items()):
+            if value is original:
+                setattr(module, attribute, ssl.SSLContext)
 
 
 class DeadlineWorker(GeventWorker):
@@ -94,6 +169,7 @@ class DeadlineWorker(GeventWorker):
 
     def patch(self) -> None:
         super().patch()
+        _use_gevent_ssl_everywhere()
         # Built again now that `ssl` is gevent's: the master's context cannot wrap
         # gevent sockets (TypeError at the first connection).
         self.tls = getattr(self.app, "tls", None)
@@ -130,9 +206,12 @@ class DeadlineWorker(GeventWorker):
         client.setblocking(1)
         conn = client
         try:
+            peer = None
             if self.tls is not None:
                 conn = self._handshake(client)
-            self._serve(listener, conn, addr)
+                if self.tls.client_ca:
+                    peer = conn.getpeercert()  # verified against --client-ca, or None
+            self._serve(listener, conn, addr, peer)
         except Deadline as err:
             self.log.debug("closing %s: %s deadline passed", addr, err.phase)
         except (ssl.SSLError, http_errors.NoMoreData, StopIteration):
@@ -145,10 +224,8 @@ class DeadlineWorker(GeventWorker):
         except Exception:
             self.log.exception("error serving a connection from %s", addr)
         finally:
-            try:
+            with contextlib.suppress(OSError):
                 conn.close()
-            except OSError:
-                pass
 
     def _handshake(self, client: Any) -> Any:
         conn = self.tls.context().wrap_socket(client, server_side=True,
@@ -157,7 +234,7 @@ class DeadlineWorker(GeventWorker):
             conn.do_handshake()
         return conn
 
-    def _serve(self, listener: Any, conn: Any, addr: Any) -> None:
+    def _serve(self, listener: Any, conn: Any, addr: Any, peer: dict | None) -> None:
         parser = http.get_parser(self.cfg, conn, addr)
         listener_name = listener.getsockname()
         idle_limit = HEAD_SECONDS  # a new connection must start its request promptly
@@ -173,21 +250,30 @@ class DeadlineWorker(GeventWorker):
                 return
             if not self._read_body(conn, req):
                 return
-            if not self._respond(listener_name, req, conn, addr):
+            if not self._respond(listener_name, req, conn, addr, peer):
                 return
+            # Let the other connections' ready requests go first: a client that always
+            # has its next request waiting must not keep this greenlet to itself.
+            gevent.sleep(0)
 
     def _wait_for_request(self, conn: Any, parser: Any, limit: float) -> bool:
-        """Wait (up to `limit` seconds) until the next request starts; False when idle too long."""
+        """Wait up to `limit` seconds for the next request to start; False if none does.
+
+        The first bytes are read here and handed back to the parser, so the header
+        deadline starts with them (an idle kept-alive connection is not a slow one).
+        """
         buffered = parser.unreader.buf
         buffered.seek(0, io.SEEK_END)
-        if buffered.tell() or (hasattr(conn, "pending") and conn.pending()):
+        if buffered.tell():
             return True
         try:
-            wait_read(conn.fileno(), timeout=limit)
-        except TimeoutError:
+            with gevent.Timeout(limit, Deadline("idle")):
+                data = conn.recv(8192)
+        except Deadline:
             return False
-        except OSError:
+        if not data:
             return False
+        parser.unreader.unread(data)
         return True
 
     def _head_error(self, conn: Any, err: Exception) -> None:
@@ -199,10 +285,8 @@ class DeadlineWorker(GeventWorker):
         self._send(conn, _json_response(status, reason, f"malformed request: {str(err)[:80]}"))
 
     def _send(self, conn: Any, data: bytes) -> None:
-        try:
+        with contextlib.suppress(OSError):
             conn.sendall(data)
-        except OSError:
-            pass
 
     # --- the body -----------------------------------------------------------------------
 
@@ -277,7 +361,8 @@ class DeadlineWorker(GeventWorker):
 
     # --- the response -------------------------------------------------------------------
 
-    def _respond(self, listener_name: Any, req: Any, conn: Any, addr: Any) -> bool:
+    def _respond(self, listener_name: Any, req: Any, conn: Any, addr: Any,
+                 peer: dict | None) -> bool:
         """Run the app for `req`; False when the connection must close afterwards."""
         started = datetime.now()
         environ: dict[str, Any] = {}
@@ -286,6 +371,8 @@ class DeadlineWorker(GeventWorker):
             resp, environ = wsgi.create(req, conn, addr, listener_name, self.cfg,
                                         response_class=QuietResponse)
             environ["wsgi.multithread"] = True
+            if peer:
+                environ[CLIENT_CERT_KEY] = peer
             self.nr += 1
             if self.nr >= self.max_requests and self.alive:
                 self.log.info("autorestarting worker after current request")
