@@ -18,8 +18,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import requests
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
@@ -27,7 +25,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import factories as f  # noqa: E402
 import heyrun  # noqa: E402
 import reviews  # noqa: E402
-from serving import running_server  # noqa: E402
+from serving import running_server, worker_pids  # noqa: E402
 from test_faults import rotate  # noqa: E402
 
 STEP_SECONDS = int(os.environ.get("SOAK_SECONDS", "10"))
@@ -82,7 +80,9 @@ def main() -> None:
         directory = Path(tmp)
         paths = bodies(directory)
         with running_server(directory / "server", "--state",
-                            str(ROOT / "examples" / "cluster-state.yaml")) as (url, ca, _):
+                            str(ROOT / "examples" / "cluster-state.yaml"),
+                            workers=1) as (url, _, master):
+            url = url.replace("https://localhost:", "https://127.0.0.1:")  # hey: no ::1 tries
             log = directory / "server" / "server.log"
             print(f"soak: {STEP_SECONDS}s per step, mix {', '.join(MIX)} at 60/30/10%")
             sustained = 0.0
@@ -93,9 +93,7 @@ def main() -> None:
                     sustained = max(sustained, achieved)
             print(f"  highest rate sustained with zero failures: {sustained:.0f} req/s")
 
-            session = requests.Session()
-            session.verify, session.trust_env = str(ca), False
-            victim = session.get(url + "/readyz", timeout=5).json()["pid"]
+            victim = worker_pids(master.pid)[0]
             processes = start_step(url, paths, 0)
             time.sleep(STEP_SECONDS / 3)
             os.kill(victim, signal.SIGKILL)
@@ -106,7 +104,7 @@ def main() -> None:
                 time.sleep(STEP_SECONDS / 4)
                 rotate(directory / "server")
             show("  3 certificate rotations under unlimited load", finish_step(processes))
-            print(f"  worker restarts: {worker_boots(log) - 2} (1 expected, from the SIGKILL)")
+            print(f"  worker restarts: {worker_boots(log) - 1} (1 expected, from the SIGKILL)")
 
 
 if __name__ == "__main__":

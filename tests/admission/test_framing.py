@@ -126,7 +126,7 @@ def test_no_server_banner_and_readyz_without_process_details(server: Server) -> 
     status, _, body = request(server, "GET", "/readyz")
     details = json.loads(body)
     assert status == 200 and details["ready"] is True
-    assert "pid" not in details and not any(isinstance(v, int) for v in details.values())
+    assert set(details) <= {"ready", "policy", "cache", "policyError", "resources"}, details
     _, headers, _ = request(server, "POST", "/mutate-pods", REVIEW)
     assert "server" not in {name.lower() for name in headers}
 
@@ -141,6 +141,7 @@ def handshake(server: Server, version: ssl.TLSVersion, ciphers: str | None = Non
         return sock.cipher()[0]
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # TLS 1.0/1.1 named on purpose
 def test_tls_12_offers_only_aead_suites_and_13_works(server: Server) -> None:
     assert handshake(server, ssl.TLSVersion.TLSv1_3)
     suite = handshake(server, ssl.TLSVersion.TLSv1_2)
