@@ -25,14 +25,15 @@ import requests
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # for tests.support
 sys.path.insert(0, str(ROOT / "bench"))
 
-import factories as f  # noqa: E402
 import heyrun  # noqa: E402
-import reviews  # noqa: E402
 from bench_core import cluster_objects  # noqa: E402
-from serving import running_server  # noqa: E402
+
+from tests.support import factories as f  # noqa: E402
+from tests.support import reviews  # noqa: E402
+from tests.support.serving import running_server  # noqa: E402
 
 DURATION = "4s"
 ROUNDS = 3  # alternate the two servers so background load hits both alike
@@ -73,7 +74,7 @@ def show(name: str, result: heyrun.LoadResult) -> None:
 
 
 def start_allow_all(stack: ExitStack, directory: Path, worker_class: str, workers: int) -> str:
-    from serving import free_port, make_certs
+    from tests.support.serving import free_port, make_certs
 
     tls = make_certs(directory)
     port = free_port()
@@ -140,7 +141,7 @@ def wait_healthy(url: str, ca: Path, process: subprocess.Popen, path: str) -> No
 
 
 def start_reference(stack: ExitStack, directory: Path) -> str:
-    from serving import make_certs
+    from tests.support.serving import make_certs
 
     tls = make_certs(directory)
     (directory / "cert.pem").write_bytes(tls["cert"].read_bytes())

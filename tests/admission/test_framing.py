@@ -12,10 +12,11 @@ import ssl
 import time
 from collections.abc import Iterator
 
-import factories as f
 import pytest
-import reviews
-from serving import Server, request, served_like_make_run
+
+from tests.support import factories as f
+from tests.support import reviews
+from tests.support.serving import Server, request, served_like_make_run
 
 REVIEW = json.dumps(reviews.pod_create(f.pod("framing", node_name="gpu-hyb-1"))).encode()
 HEAD = b"POST /mutate-pods HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"

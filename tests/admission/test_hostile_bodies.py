@@ -18,15 +18,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import factories as f
 import pytest
-import reviews
 import yaml
-from serving import ANSWER_WITHIN, Server, request, served_like_make_run
-
 from webhook.runtime import PolicyHolder, Runtime
 from webhook.server import create_app
 from webhook.state import EXAMPLE_STATE, load_state
+
+from tests.support import factories as f
+from tests.support import reviews
+from tests.support.serving import ANSWER_WITHIN, Server, request, served_like_make_run
 
 ROOT = Path(__file__).resolve().parents[2]
 ENDPOINTS = {"/mutate-pods", "/mutate-bindings", "/validate-scale", "/validate-workloads"}

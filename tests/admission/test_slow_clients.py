@@ -25,10 +25,11 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import factories as f
 import pytest
-import reviews
-from serving import ANSWER_WITHIN, Server, request, served_like_make_run
+
+from tests.support import factories as f
+from tests.support import reviews
+from tests.support.serving import ANSWER_WITHIN, Server, request, served_like_make_run
 
 PER_KIND = int(os.environ.get("SLOW_CLIENTS", "200"))
 HOLD_SECONDS = 8.0  # longer than the server's deadlines, so dropped ones are reopened
