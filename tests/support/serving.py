@@ -44,8 +44,12 @@ def make_certs(directory: Path) -> dict[str, Path]:
 
 
 @contextmanager
-def running_server(directory: Path, *args: str, workers: int = 2, ready_timeout: float = 30):
-    """Start `serve` on a free port; yields (base_url, ca_file, process)."""
+def running_server(directory: Path, *args: str, workers: int | None = None,
+                   ready_timeout: float = 30):
+    """Start `serve` on a free port; yields (base_url, ca_file, process).
+
+    `workers` None keeps serve's own default, as a user gets it.
+    """
     tls = make_certs(directory)
     port = free_port()
     # As `make run` and the manifests start it: `serve` sets up its own metrics directory
@@ -53,7 +57,7 @@ def running_server(directory: Path, *args: str, workers: int = 2, ready_timeout:
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     command = [sys.executable, "-m", "webhook", "serve", "--cert", str(tls["cert"]),
                "--key", str(tls["key"]), "--host", "127.0.0.1", "--port", str(port),
-               "--workers", str(workers), *args]
+               *(["--workers", str(workers)] if workers else []), *args]
     log = (directory / "server.log").open("w")
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                start_new_session=True)
@@ -117,7 +121,7 @@ def served_like_make_run(directory: Path) -> Iterator[Server]:
     tls = make_certs(directory)
     port = free_port()
     log = directory / "server.log"
-    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory / "metrics")}
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     with log.open("w") as out:
         process = subprocess.Popen(make_run_command(port, directory), cwd=ROOT, env=env,
                                    stdout=out, stderr=subprocess.STDOUT,

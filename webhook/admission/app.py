@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from functools import cache
@@ -34,6 +35,10 @@ DRAIN_LIMIT = 16 * 1024 * 1024  # read (and drop) this much of a too-large body 
 # hundred values; a Deployment at etcd's 1.5 MiB object limit, with its old copy, at most
 # ~200,000 (env lists of 3 values per 25 bytes).
 MAX_JSON_VALUES = 200_000
+LARGE_BODY_BYTES = 64 * 1024  # a pod's review is 3-20 KiB
+# One large parse at a time: under the gevent worker this lock is gevent's, so a review
+# that arrives during a burst of large bodies waits for one parse at most, not for all.
+_large_parses = threading.Lock()
 CLIENT_CERT_KEY = "poolguard.client_cert"  # WSGI environ: the verified peer certificate
 log = logging.getLogger("poolguard")
 Handler = Callable[[dict[str, Any], Context], Decision]
@@ -151,7 +156,11 @@ def _answer(runtime: Runtime, handler: Handler) -> tuple[Response, str]:
     if json_values_at_most(raw) > MAX_JSON_VALUES:
         return _error(413, f"body has more than {MAX_JSON_VALUES} JSON values"), "bad-request"
     try:
-        body = orjson.loads(raw)
+        if len(raw) > LARGE_BODY_BYTES:
+            with _large_parses:
+                body = orjson.loads(raw)
+        else:
+            body = orjson.loads(raw)
     except orjson.JSONDecodeError as err:
         # The parser's positions and internals mean nothing to the caller.
         deep = "depth" in str(err)
