@@ -57,7 +57,7 @@ def hey(url: str, body: Path, *extra: str) -> heyrun.LoadResult:
 
 def _median(results: list[heyrun.LoadResult]) -> heyrun.LoadResult:
     middle = heyrun.LoadResult()
-    for name in ("rps", "p50", "p99", "slowest"):
+    for name in ("rps", "p50", "p99", "slowest", "cpu_us"):
         setattr(middle, name, statistics.median(getattr(r, name) for r in results))
     for r in results:
         for code, count in r.statuses.items():
@@ -73,7 +73,9 @@ def show(name: str, result: heyrun.LoadResult) -> None:
           f"{result.non_200 + result.failed_transport}")
 
 
-def start_allow_all(stack: ExitStack, directory: Path, worker_class: str, workers: int) -> str:
+def start_allow_all(stack: ExitStack, directory: Path, worker_class: str,
+                    workers: int) -> tuple[str, int]:
+    """The allow-all app's base URL and its gunicorn master's pid."""
     from tests.support.serving import free_port, make_certs
 
     tls = make_certs(directory)
@@ -93,7 +95,32 @@ def start_allow_all(stack: ExitStack, directory: Path, worker_class: str, worker
             break
         except requests.RequestException:
             time.sleep(0.1)
-    return f"https://127.0.0.1:{port}"
+    return f"https://127.0.0.1:{port}", process.pid
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) used so far by `pid` and its child processes."""
+    total, pending = 0.0, [pid]
+    tick = os.sysconf("SC_CLK_TCK")
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick
+        pending += [int(child) for child in children]
+    return total
+
+
+def hey_cpu(url: str, body: Path, pid: int) -> heyrun.LoadResult:
+    """`hey` as above, plus the server's CPU time per answered request (µs), which the
+    machine's other load does not change the way it changes requests/s."""
+    before = tree_cpu_seconds(pid)
+    result = hey(url, body)
+    result.cpu_us = (tree_cpu_seconds(pid) - before) / max(result.requests, 1) * 1e6
+    return result
 
 
 REFERENCE_PORT = 9443  # fixed in the reference's main.go
@@ -140,7 +167,8 @@ def wait_healthy(url: str, ca: Path, process: subprocess.Popen, path: str) -> No
     sys.exit(f"{url} did not come up")
 
 
-def start_reference(stack: ExitStack, directory: Path) -> str:
+def start_reference(stack: ExitStack, directory: Path) -> tuple[str, int]:
+    """The reference's /mutate URL and its pid."""
     from tests.support.serving import make_certs
 
     tls = make_certs(directory)
@@ -153,7 +181,7 @@ def start_reference(stack: ExitStack, directory: Path) -> str:
     stack.callback(process.terminate)
     url = f"https://127.0.0.1:{REFERENCE_PORT}"
     wait_healthy(url, tls["ca"], process, "/mutate")
-    return url + "/mutate"
+    return url + "/mutate", process.pid
 
 
 def pod_body(directory: Path) -> Path:
@@ -166,16 +194,17 @@ def against_reference(directory: Path) -> None:
     """Reference, `serve` defaults and allow-all, runs alternating; medians and ratios."""
     body = pod_body(directory)
     with ExitStack() as stack:
-        reference = start_reference(stack, directory / "reference")
-        url, _, _ = stack.enter_context(running_server(directory / "real", "--state",
-                                                       str(STATE), workers=1))
-        base = start_allow_all(stack, directory / "allow", "gevent", 1) + "/allow-all"
-        targets = {"Go reference (net/http)": reference,
-                   "poolguard /mutate-pods (serve defaults)": url + "/mutate-pods",
-                   "allow-all Flask app, same gunicorn": base}
-        for target in targets.values():
+        reference, reference_pid = start_reference(stack, directory / "reference")
+        url, _, served = stack.enter_context(running_server(directory / "real", "--state",
+                                                            str(STATE)))
+        base, base_pid = start_allow_all(stack, directory / "allow", "gevent", 1)
+        targets = {"Go reference (net/http)": (reference, reference_pid),
+                   "poolguard /mutate-pods (serve defaults)": (url + "/mutate-pods",
+                                                               served.pid),
+                   "allow-all Flask app, same gunicorn": (base + "/allow-all", base_pid)}
+        for target, _pid in targets.values():
             hey(target, body, "-n", "400")  # warm up
-        rounds = [{name: hey(target, body) for name, target in targets.items()}
+        rounds = [{name: hey_cpu(target, body, pid) for name, (target, pid) in targets.items()}
                   for _ in range(ROUNDS)]
         results = {name: _median([r[name] for r in rounds]) for name in targets}
         for name, result in results.items():
@@ -186,6 +215,8 @@ def against_reference(directory: Path) -> None:
         print(f"  allow-all / Go reference: {allow.rps / go.rps:.2f}x the requests/s, "
               f"p99 {allow.p99 / go.p99:.1f}x")
         print(f"  poolguard / allow-all:    {ours.rps / allow.rps:.2f}x the requests/s")
+        print(f"  server CPU per request: Go {go.cpu_us:.0f} µs, poolguard {ours.cpu_us:.0f} µs, "
+              f"allow-all {allow.cpu_us:.0f} µs (Go uses both cores, a gevent worker one)")
         print("  load average while measuring: " + " ".join(
             f"{x:.1f}" for x in os.getloadavg()))
 
@@ -198,17 +229,19 @@ def worker_models(directory: Path) -> None:
     """Each worker model against the reference, one after the other (medians of 2)."""
     body = pod_body(directory)
     with ExitStack() as stack:
-        reference = start_reference(stack, directory / "reference")
+        reference, _ = start_reference(stack, directory / "reference")
         for worker_class, workers, note in MODELS:
             with running_server(directory / f"{worker_class}{workers}", "--state", str(STATE),
-                                "--worker-class", worker_class, workers=workers) as (url, _, _):
+                                "--worker-class", worker_class,
+                                workers=workers) as (url, _, served):
                 hey(url + "/mutate-pods", body, "-n", "400")
-                runs = [(hey(reference, body), hey(url + "/mutate-pods", body))
+                runs = [(hey(reference, body), hey_cpu(url + "/mutate-pods", body, served.pid))
                         for _ in range(2)]
             go, ours = _median([r[0] for r in runs]), _median([r[1] for r in runs])
             print(f"  {worker_class} x{workers} {note:<36} {ours.rps:6.0f} req/s "
                   f"({ours.rps / go.rps:.2f}x Go)  p50 {ours.p50:5.2f} ms  p99 {ours.p99:6.2f} ms "
-                  f"({ours.p99 / go.p99:.1f}x Go)  failed {ours.non_200 + ours.failed_transport}")
+                  f"({ours.p99 / go.p99:.1f}x Go)  CPU {ours.cpu_us:4.0f} µs/req  "
+                  f"failed {ours.non_200 + ours.failed_transport}")
 
 
 def capacity(directory: Path) -> None:
