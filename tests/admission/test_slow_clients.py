@@ -18,6 +18,7 @@ import http.client
 import json
 import multiprocessing
 import os
+import signal
 import socket
 import ssl
 import time
@@ -27,7 +28,14 @@ import pytest
 
 from tests.support import factories as f
 from tests.support import reviews
-from tests.support.serving import ANSWER_WITHIN, Server, request, served_like_make_run
+from tests.support.serving import (
+    ANSWER_WITHIN,
+    Server,
+    request,
+    running_server,
+    served_like_make_run,
+)
+from webhook.cluster.state import EXAMPLE_STATE
 
 PER_KIND = int(os.environ.get("SLOW_CLIENTS", "200"))
 HOLD_SECONDS = 8.0  # longer than the server's deadlines, so dropped ones are reopened
@@ -292,3 +300,24 @@ def test_deadlines_drop_what_never_completes(server: Server) -> None:
         assert took < 10, f"{name}: still open after {took:.1f}s"
         # Closed, or a 408 naming the deadline; never a 5xx.
         assert answer == b"" or answer.startswith(b"HTTP/1.1 408"), (name, answer[:200])
+
+
+def test_shutdown_closes_idle_kept_alive_connections_at_once(tmp_path) -> None:
+    """On SIGTERM (a rolling update) idle kept-alive connections are closed, so their
+    clients move to other replicas, and the server exits without waiting the 20 s
+    graceful timeout for them."""
+    with running_server(tmp_path, "--state", str(EXAMPLE_STATE)) as (url, ca, process):
+        host, port = url.removeprefix("https://").split(":")
+        context = ssl.create_default_context(cafile=str(ca))
+        idle = [http.client.HTTPSConnection(host, int(port), timeout=30, context=context)
+                for _ in range(5)]
+        for conn in idle:
+            conn.request("GET", "/healthz")
+            assert conn.getresponse().read()
+        started = time.monotonic()
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+        took = time.monotonic() - started
+        for conn in idle:
+            assert conn.sock.recv(1) == b""  # closed by the server
+    assert took < 10, f"shutdown took {took:.1f}s"

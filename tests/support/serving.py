@@ -76,11 +76,12 @@ def running_server(directory: Path, *args: str, workers: int | None = None,
                 time.sleep(0.1)
         yield url, tls["ca"], process
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+        if process.poll() is None:  # a test may have stopped it already
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
         log.close()
 
 

@@ -166,6 +166,7 @@ class DeadlineWorker(GeventWorker):
         super().__init__(*args, **kwargs)
         self.large_bodies: BoundedSemaphore | None = None
         self.tls: Any = None
+        self.idle: set[gevent.Greenlet] = set()  # connections waiting for a request
 
     def patch(self) -> None:
         super().patch()
@@ -190,6 +191,10 @@ class DeadlineWorker(GeventWorker):
             gevent.sleep(1.0)
         for server in servers:
             server.close()  # stop accepting; requests in flight get graceful_timeout
+        # Idle kept-alive connections close now, so their clients move to other replicas
+        # instead of this worker waiting out the graceful timeout for them.
+        for greenlet in list(self.idle):
+            greenlet.kill(block=False)
         started = time.monotonic()
         while time.monotonic() - started <= self.cfg.graceful_timeout:
             if all(server.pool.free_count() == server.pool.size for server in servers):
@@ -266,11 +271,17 @@ class DeadlineWorker(GeventWorker):
         buffered.seek(0, io.SEEK_END)
         if buffered.tell():
             return True
+        if not self.alive:
+            return False
+        current = gevent.getcurrent()
+        self.idle.add(current)
         try:
             with gevent.Timeout(limit, Deadline("idle")):
                 data = conn.recv(8192)
         except Deadline:
             return False
+        finally:
+            self.idle.discard(current)
         if not data:
             return False
         parser.unreader.unread(data)
