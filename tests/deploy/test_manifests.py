@@ -57,6 +57,7 @@ def test_overlay_builds_with_the_expected_objects(overlay: str) -> None:
         ("ConfigMap", "poolguard-policy"),
         ("Deployment", "poolguard-webhook"), ("Deployment", "poolguard-reconciler"),
         ("Service", "poolguard-webhook"), ("PodDisruptionBudget", "poolguard-webhook"),
+        ("Service", "poolguard-webhook-metrics"), ("Service", "poolguard-reconciler-metrics"),
         ("MutatingWebhookConfiguration", "poolguard"),
         ("ValidatingWebhookConfiguration", "poolguard"),
         ("NetworkPolicy", "poolguard-webhook"), ("NetworkPolicy", "poolguard-reconciler"),

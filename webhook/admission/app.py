@@ -66,6 +66,7 @@ def create_app(runtime: Runtime, require_client_cert: bool = False) -> Flask:
     certificate the worker verified (`serve --client-ca`); probes and metrics stay open.
     """
     app = Flask("poolguard")
+    measured = metrics.admission()
 
     for path, handler in ENDPOINTS.items():
         view = _admission_view(runtime, path, handler, require_client_cert)
@@ -78,13 +79,13 @@ def create_app(runtime: Runtime, require_client_cert: bool = False) -> Flask:
     @app.get("/readyz")
     def readyz() -> Response:
         ready, details = runtime.readiness()
-        metrics.CACHE_SYNCED.set(1 if ready else 0)
+        measured.cache_synced.set(1 if ready else 0)
         return _json(200 if ready else 503, {"ready": ready, **details})
 
     @app.get("/metrics")
     def metrics_view() -> Response:
         ready, _ = runtime.readiness()
-        metrics.CACHE_SYNCED.set(1 if ready else 0)
+        measured.cache_synced.set(1 if ready else 0)
         body, content_type = metrics.render()
         return Response(body, status=200, content_type=content_type)
 
@@ -102,19 +103,24 @@ def create_app(runtime: Runtime, require_client_cert: bool = False) -> Flask:
 
 def _admission_view(runtime: Runtime, endpoint: str, handler: Handler,
                     require_client_cert: bool) -> Callable[[], Response]:
+    measured = metrics.admission()
     # Labelled children looked up once, not per request.
-    counters = {result: metrics.REQUESTS.labels(endpoint, result)
-                for result in ("allowed", "patched", "warned", "denied", "bad-request")}
-    latency = metrics.LATENCY.labels(endpoint)
+    counters = {result: measured.requests.labels(endpoint, result)
+                for result in ("allowed", "patched", "warned", "denied", "bad-request",
+                               "error")}
+    latency = measured.latency.labels(endpoint)
 
     def view() -> Response:
         started = time.perf_counter()
         if require_client_cert and not request.environ.get(CLIENT_CERT_KEY):
             counters["bad-request"].inc()
             return _error(403, "a client certificate signed by the --client-ca is required")
-        status, result = _answer(runtime, handler)
-        counters[result].inc()
-        latency.observe(time.perf_counter() - started)
+        result = "error"  # an exception escaping _answer is a bug: answered 500 by Flask
+        try:
+            status, result = _answer(runtime, handler)
+        finally:
+            counters[result].inc()
+            latency.observe(time.perf_counter() - started)
         return status
 
     view.__name__ = endpoint.strip("/").replace("-", "_")
@@ -190,7 +196,7 @@ def json_values_at_most(raw: bytes) -> int:
 
 @cache
 def _decision_counter(endpoint: str, outcome: str) -> Any:
-    return metrics.DECISIONS.labels(endpoint, outcome)
+    return metrics.admission().decisions.labels(endpoint, outcome)
 
 
 def respond(endpoint: str, handler: Handler, admission_request: dict[str, Any],
@@ -200,7 +206,7 @@ def respond(endpoint: str, handler: Handler, admission_request: dict[str, Any],
     _decision_counter(endpoint, decision.outcome.value).inc()
     for rule in decision.violated_rules:
         _decision_counter(endpoint, f"violation:{rule}").inc()
-        metrics.VIOLATIONS.labels(rule, ctx.policy.scale_down.enforcement).inc()
+        metrics.admission().violations.labels(rule, ctx.policy.scale_down.enforcement).inc()
     return decision.final_response()
 
 
