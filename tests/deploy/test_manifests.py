@@ -92,7 +92,7 @@ def test_rendered_objects_validate_against_kubernetes_schemas(overlay: str,
             continue
         kv.validate(obj, version, strict=True)  # raises on any error or unknown field
         checked += 1
-    assert checked == 18
+    assert checked == 20
 
 
 def test_schema_validation_is_strict_and_offline() -> None:
