@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
+import orjson
 from flask import Flask, Response, request
 
 from webhook.admission.gunicorn import GunicornServer
@@ -16,10 +16,10 @@ def allow_all_app(_args) -> Flask:
 
     @app.post("/allow-all")
     def allow_all() -> Response:
-        uid = json.loads(request.get_data())["request"]["uid"]
+        uid = orjson.loads(request.get_data())["request"]["uid"]
         body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                 "response": {"uid": uid, "allowed": True}}
-        return Response(json.dumps(body), mimetype="application/json")
+        return Response(orjson.dumps(body), content_type="application/json")
 
     @app.get("/healthz")
     def healthz() -> Response:

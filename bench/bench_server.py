@@ -1,9 +1,11 @@
-"""HTTP benchmark: the webhook as `serve` starts it, against an allow-all baseline.
+"""HTTP benchmark: the pods CREATE path against the Go reference webhook and an allow-all app.
 
-Drives both with `hey` (8 concurrent keep-alive HTTPS clients), first flat out, then at a
-fixed 200 requests/s, and prints requests/s, p50 and p99 and their ratios. Then times
-scale checks of a 10,000-pod Deployment through the HTTPS path (p99, recorded for the
-`make bench` table), and compares gunicorn's gthread and sync workers. Loopback only;
+In one run, on one machine, with the same body and the same load (8 concurrent keep-alive
+HTTPS clients, `hey`): the Go standard-library reference webhook (../shared/reference-webhook,
+built here with `go build`), `serve` with its defaults, and an allow-all Flask app under the
+same gunicorn settings. Prints requests/s, p50 and p99, and the ratios to the reference.
+Then the worker models tried, what one replica carries at p99 <= 10 ms, and scale checks
+of a 10,000-pod Deployment (p99, recorded for the `make bench` table). Loopback only;
 every run is bounded in time.
 """
 
@@ -41,7 +43,12 @@ STATE = ROOT / "examples" / "cluster-state.yaml"
 
 
 def hey(url: str, body: Path, *extra: str) -> heyrun.LoadResult:
-    """8 keep-alive clients for DURATION (or `-n N` requests in `extra`)."""
+    """8 keep-alive clients for DURATION (or `-n N` requests in `extra`).
+
+    Always to 127.0.0.1: hey resolves `localhost` to ::1 first as well, which the servers
+    do not listen on, and that measured slower for every server.
+    """
+    url = url.replace("https://localhost:", "https://127.0.0.1:")
     if extra and extra[0] == "-n":
         return heyrun.finish(subprocess.Popen(
             ["hey", "-c", "8", "-m", "POST", "-T", "application/json", "-D", str(body), *extra,
@@ -52,7 +59,7 @@ def hey(url: str, body: Path, *extra: str) -> heyrun.LoadResult:
 
 def _median(results: list[heyrun.LoadResult]) -> heyrun.LoadResult:
     middle = heyrun.LoadResult()
-    for name in ("rps", "p50", "p99", "slowest"):
+    for name in ("rps", "p50", "p99", "slowest", "cpu_us"):
         setattr(middle, name, statistics.median(getattr(r, name) for r in results))
     for r in results:
         for code, count in r.statuses.items():
@@ -68,7 +75,9 @@ def show(name: str, result: heyrun.LoadResult) -> None:
           f"{result.non_200 + result.failed_transport}")
 
 
-def start_allow_all(stack: ExitStack, directory: Path, worker_class: str, workers: int) -> str:
+def start_allow_all(stack: ExitStack, directory: Path, worker_class: str,
+                    workers: int) -> tuple[str, int]:
+    """The allow-all app's base URL and its gunicorn master's pid."""
     from tests.support.serving import free_port, make_certs
 
     tls = make_certs(directory)
@@ -88,35 +97,175 @@ def start_allow_all(stack: ExitStack, directory: Path, worker_class: str, worker
             break
         except requests.RequestException:
             time.sleep(0.1)
-    return f"https://127.0.0.1:{port}"
+    return f"https://127.0.0.1:{port}", process.pid
 
 
-def compare(directory: Path, worker_class: str, workers: int) -> None:
-    """The webhook and the allow-all baseline under the same settings, runs alternating."""
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) used so far by `pid` and its child processes."""
+    total, pending = 0.0, [pid]
+    tick = os.sysconf("SC_CLK_TCK")
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick
+        pending += [int(child) for child in children]
+    return total
+
+
+def hey_cpu(url: str, body: Path, pid: int) -> heyrun.LoadResult:
+    """`hey` as above, plus the server's CPU time per answered request (µs), which the
+    machine's other load does not change the way it changes requests/s."""
+    before = tree_cpu_seconds(pid)
+    result = hey(url, body)
+    result.cpu_us = (tree_cpu_seconds(pid) - before) / max(result.requests, 1) * 1e6
+    return result
+
+
+REFERENCE_PORT = 9443  # fixed in the reference's main.go
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "poolguard-bench"
+
+
+def reference_source() -> Path:
+    """../shared/reference-webhook, seen from the main checkout or from a worktree."""
+    if os.environ.get("REFERENCE_WEBHOOK_DIR"):
+        return Path(os.environ["REFERENCE_WEBHOOK_DIR"])
+    for candidate in (ROOT.parent / "shared" / "reference-webhook",
+                      ROOT.parent.parent / "shared" / "reference-webhook"):
+        if (candidate / "main.go").is_file():
+            return candidate
+    sys.exit("the Go reference webhook (../shared/reference-webhook) is not there")
+
+
+def build_reference() -> Path:
+    """`go build` the reference into the cache (outside the repository), once per source."""
+    source = reference_source()
+    binary = CACHE / "reference-webhook"
+    newest = max(p.stat().st_mtime for p in source.iterdir())
+    if binary.is_file() and binary.stat().st_mtime >= newest:
+        return binary
+    if shutil.which("go") is None:
+        sys.exit("go is not installed: it builds the reference webhook")
+    build = CACHE / "src"
+    shutil.rmtree(build, ignore_errors=True)
+    shutil.copytree(source, build)
+    subprocess.run(["go", "build", "-o", str(binary), "."], cwd=build, check=True,
+                   env={**os.environ, "GOFLAGS": "-mod=mod"})
+    return binary
+
+
+def wait_healthy(url: str, ca: Path, process: subprocess.Popen, path: str) -> None:
+    for _ in range(200):
+        if process.poll() is not None:
+            sys.exit(f"{url} exited at start")
+        try:
+            requests.post(url + path, data=b"{}", verify=str(ca), timeout=1)
+            return
+        except requests.RequestException:
+            time.sleep(0.1)
+    sys.exit(f"{url} did not come up")
+
+
+def start_reference(stack: ExitStack, directory: Path) -> tuple[str, int]:
+    """The reference's /mutate URL and its pid."""
+    from tests.support.serving import make_certs
+
+    tls = make_certs(directory)
+    (directory / "cert.pem").write_bytes(tls["cert"].read_bytes())
+    (directory / "key.pem").write_bytes(tls["key"].read_bytes())
+    log = stack.enter_context((directory / "reference.log").open("w"))
+    process = subprocess.Popen([str(build_reference())], cwd=directory, stdout=log,
+                               stderr=subprocess.STDOUT)
+    stack.callback(process.wait, 15)
+    stack.callback(process.terminate)
+    url = f"https://127.0.0.1:{REFERENCE_PORT}"
+    wait_healthy(url, tls["ca"], process, "/mutate")
+    return url + "/mutate", process.pid
+
+
+def pod_body(directory: Path) -> Path:
     body = directory / "pod.json"
     body.write_text(json.dumps(reviews.pod_create(f.pod("bench", node_name="gpu-hyb-1"))))
-    label = f"[{worker_class} x{workers}]"
+    return body
+
+
+def against_reference(directory: Path) -> None:
+    """Reference, `serve` defaults and allow-all, runs alternating; medians and ratios."""
+    body = pod_body(directory)
     with ExitStack() as stack:
-        url, _, _ = stack.enter_context(running_server(
-            directory / "real", "--state", str(STATE), "--worker-class", worker_class,
-            workers=workers))
-        base = start_allow_all(stack, directory / "allow", worker_class, workers)
-        hey(url + "/mutate-pods", body, "-n", "200")  # warm up both
-        hey(base + "/allow-all", body, "-n", "200")
-        rounds = [(hey(url + "/mutate-pods", body), hey(base + "/allow-all", body))
+        reference, reference_pid = start_reference(stack, directory / "reference")
+        url, _, served = stack.enter_context(running_server(directory / "real", "--state",
+                                                            str(STATE)))
+        base, base_pid = start_allow_all(stack, directory / "allow", "gevent", 1)
+        targets = {"Go reference (net/http)": (reference, reference_pid),
+                   "poolguard /mutate-pods (serve defaults)": (url + "/mutate-pods",
+                                                               served.pid),
+                   "allow-all Flask app, same gunicorn": (base + "/allow-all", base_pid)}
+        for target, _pid in targets.values():
+            hey(target, body, "-n", "400")  # warm up
+        rounds = [{name: hey_cpu(target, body, pid) for name, (target, pid) in targets.items()}
                   for _ in range(ROUNDS)]
-        mutate, allow = (_median([r[i] for r in rounds]) for i in (0, 1))
-        show(f"{label} /mutate-pods", mutate)
-        show(f"{label} allow-all baseline", allow)
-        print(f"  {label} mutate/allow-all throughput: {mutate.rps / allow.rps * 100:.0f}%")
-        if workers == 1:
-            ratio = mutate.rps / allow.rps
-            record("pods CREATE, 1 worker, webhook/allow-all throughput", f"{ratio * 100:.0f}%",
-                   f">= 90% (webhook {mutate.rps:.0f} req/s, p99 {mutate.p99:.1f} ms)",
-                   ratio >= 0.9)
-        if worker_class == "gthread" and workers == 2:
-            paced = hey(url + "/mutate-pods", body, "-q", "25")
-            show(f"{label} /mutate-pods at 8 x 25 req/s", paced)
+        results = {name: _median([r[name] for r in rounds]) for name in targets}
+        for name, result in results.items():
+            show(name, result)
+        go, ours, allow = results.values()
+        record("pods CREATE vs Go reference, requests/s", f"{ours.rps / go.rps:.2f}x",
+               f">= 0.2x (poolguard {ours.rps:.0f}, Go {go.rps:.0f} req/s)",
+               ours.rps / go.rps >= 0.2)
+        record("pods CREATE vs Go reference, p99", f"{ours.p99 / go.p99:.1f}x",
+               f"<= 2x (poolguard {ours.p99:.1f} ms, Go {go.p99:.1f} ms)",
+               ours.p99 / go.p99 <= 2)
+        print(f"  allow-all / Go reference: {allow.rps / go.rps:.2f}x the requests/s, "
+              f"p99 {allow.p99 / go.p99:.1f}x")
+        print(f"  poolguard / allow-all:    {ours.rps / allow.rps:.2f}x the requests/s")
+        print(f"  server CPU per request: Go {go.cpu_us:.0f} µs, poolguard {ours.cpu_us:.0f} µs, "
+              f"allow-all {allow.cpu_us:.0f} µs (Go uses both cores, a gevent worker one)")
+        print("  load average while measuring: " + " ".join(
+            f"{x:.1f}" for x in os.getloadavg()))
+
+
+MODELS = [("gevent", 1, "(the default)"), ("gevent", 2, ""), ("gthread", 1, "x 8 threads"),
+          ("gthread", 2, "x 8 threads (the previous default)")]
+
+
+def worker_models(directory: Path) -> None:
+    """Each worker model against the reference, one after the other (medians of 2)."""
+    body = pod_body(directory)
+    with ExitStack() as stack:
+        reference, _ = start_reference(stack, directory / "reference")
+        for worker_class, workers, note in MODELS:
+            with running_server(directory / f"{worker_class}{workers}", "--state", str(STATE),
+                                "--worker-class", worker_class,
+                                workers=workers) as (url, _, served):
+                hey(url + "/mutate-pods", body, "-n", "400")
+                runs = [(hey(reference, body), hey_cpu(url + "/mutate-pods", body, served.pid))
+                        for _ in range(2)]
+            go, ours = _median([r[0] for r in runs]), _median([r[1] for r in runs])
+            print(f"  {worker_class} x{workers} {note:<36} {ours.rps:6.0f} req/s "
+                  f"({ours.rps / go.rps:.2f}x Go)  p50 {ours.p50:5.2f} ms  p99 {ours.p99:6.2f} ms "
+                  f"({ours.p99 / go.p99:.1f}x Go)  CPU {ours.cpu_us:4.0f} µs/req  "
+                  f"failed {ours.non_200 + ours.failed_transport}")
+
+
+def capacity(directory: Path) -> None:
+    """The highest paced rate one replica serves with p99 <= 10 ms (8 clients)."""
+    body = pod_body(directory)
+    carried = 0
+    with running_server(directory / "capacity", "--state", str(STATE), workers=1) as (url, _, _):
+        hey(url + "/mutate-pods", body, "-n", "400")
+        for rate in (250, 500, 750, 1000, 1250, 1500, 2000):
+            result = hey(url + "/mutate-pods", body, "-q", str(rate / 8))
+            ok = result.p99 <= 10 and result.rps >= 0.95 * rate and not (
+                result.non_200 or result.failed_transport)
+            print(f"  paced {rate:5d} req/s: achieved {result.rps:6.0f}  p50 {result.p50:5.2f} ms"
+                  f"  p99 {result.p99:6.2f} ms  {'ok' if ok else 'over'}")
+            if not ok:
+                break
+            carried = rate
+    print(f"  one replica carries {carried} pod reviews/s at p99 <= 10 ms")
 
 
 SCALE_PODS = 10_000
@@ -175,12 +324,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         print("server: pods CREATE reviews, 8 concurrent keep-alive HTTPS clients, medians of "
-              f"{ROUNDS} alternating {DURATION} runs")
-        # One worker compares the per-request cost fairly; with two, the ratio also
-        # depends on how the 8 kept-alive connections happen to spread over the workers.
-        for worker_class, workers in (("gthread", 1), ("gthread", 2), ("sync", 2)):
-            (directory / f"{worker_class}{workers}").mkdir()
-            compare(directory / f"{worker_class}{workers}", worker_class, workers)
+              f"{ROUNDS} alternating {DURATION} runs, same body for all")
+        (directory / "ref").mkdir()
+        against_reference(directory / "ref")
+        print("worker models (each against the reference right before it):")
+        (directory / "models").mkdir()
+        worker_models(directory / "models")
+        print("capacity of one replica (serve defaults), paced load from 8 clients:")
+        (directory / "capacity").mkdir()
+        capacity(directory)
         scale_check(directory)
 
 

@@ -17,6 +17,7 @@ class LoadResult:
     slowest: float = 0.0
     statuses: dict[int, int] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
+    cpu_us: float = 0.0  # the server's CPU time per request, when measured
 
     @property
     def requests(self) -> int:

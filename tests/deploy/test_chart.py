@@ -355,7 +355,9 @@ def test_network_policies_open_only_the_serving_ports() -> None:
     assert rule["ports"] == [{"port": 9090, "protocol": "TCP"}]
     assert rule["from"][0]["namespaceSelector"]["matchLabels"] == {
         "kubernetes.io/metadata.name": "monitoring"}
-    assert "NetworkPolicy" not in {o["kind"] for o in render()}
+    # on by default, as in manifests/base; off only when asked
+    assert "NetworkPolicy" in {o["kind"] for o in render()}
+    assert "NetworkPolicy" not in {o["kind"] for o in render(sets=("networkPolicy.enabled=false",))}
 
 
 def test_cert_manager_values_make_the_certificates_for_the_service() -> None:

@@ -60,6 +60,7 @@ def test_overlay_builds_with_the_expected_objects(overlay: str) -> None:
         ("Service", "poolguard-webhook-metrics"), ("Service", "poolguard-reconciler-metrics"),
         ("MutatingWebhookConfiguration", "poolguard"),
         ("ValidatingWebhookConfiguration", "poolguard"),
+        ("NetworkPolicy", "poolguard-webhook"), ("NetworkPolicy", "poolguard-reconciler"),
     }
     if overlay == "cert-manager":
         expected |= {("Issuer", "poolguard-selfsigned"), ("Issuer", "poolguard-ca"),
@@ -91,7 +92,7 @@ def test_rendered_objects_validate_against_kubernetes_schemas(overlay: str,
             continue
         kv.validate(obj, version, strict=True)  # raises on any error or unknown field
         checked += 1
-    assert checked == 18
+    assert checked == 20
 
 
 def test_schema_validation_is_strict_and_offline() -> None:
@@ -376,6 +377,28 @@ def _rules(role: dict[str, Any]) -> set[tuple[str, str, str, tuple[str, ...]]]:
 
 
 @needs_kubectl
+@needs_kubectl
+def test_network_policies_admit_exactly_the_ports_the_pods_serve() -> None:
+    """Each Deployment's pods are selected by one NetworkPolicy whose only ingress rule
+    opens exactly their container ports: the webhook's 8443, the reconciler's 9090."""
+    objects = rendered("self-signed")
+    policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    for deployment in (o for o in objects if o["kind"] == "Deployment"):
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        selecting = [p for p in policies if all(
+            labels.get(k) == v for k, v in p["spec"]["podSelector"]["matchLabels"].items())]
+        assert len(selecting) == 1, deployment["metadata"]["name"]
+        spec = selecting[0]["spec"]
+        assert spec["policyTypes"] == ["Ingress"]
+        served = {(port["protocol"], port["containerPort"])
+                  for container in deployment["spec"]["template"]["spec"]["containers"]
+                  for port in container.get("ports", [])}
+        [rule] = spec["ingress"]
+        assert {(port["protocol"], port["port"]) for port in rule["ports"]} == served
+    assert {p["metadata"]["name"] for p in policies} == {"poolguard-webhook",
+                                                         "poolguard-reconciler"}
+
+
 def test_rbac_is_least_privilege() -> None:
     objects = rendered("self-signed")
     read = ("get", "list", "watch")

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import http.client
 import os
+import shlex
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import requests
@@ -39,8 +44,12 @@ def make_certs(directory: Path) -> dict[str, Path]:
 
 
 @contextmanager
-def running_server(directory: Path, *args: str, workers: int = 2, ready_timeout: float = 30):
-    """Start `serve` on a free port; yields (base_url, ca_file, process)."""
+def running_server(directory: Path, *args: str, workers: int | None = None,
+                   ready_timeout: float = 30):
+    """Start `serve` on a free port; yields (base_url, ca_file, process).
+
+    `workers` None keeps serve's own default, as a user gets it.
+    """
     tls = make_certs(directory)
     port = free_port()
     # As `make run` and the manifests start it: `serve` sets up its own metrics directory
@@ -48,7 +57,7 @@ def running_server(directory: Path, *args: str, workers: int = 2, ready_timeout:
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     command = [sys.executable, "-m", "webhook", "serve", "--cert", str(tls["cert"]),
                "--key", str(tls["key"]), "--host", "127.0.0.1", "--port", str(port),
-               "--workers", str(workers), *args]
+               *(["--workers", str(workers)] if workers else []), *args]
     log = (directory / "server.log").open("w")
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                start_new_session=True)
@@ -67,9 +76,97 @@ def running_server(directory: Path, *args: str, workers: int = 2, ready_timeout:
                 time.sleep(0.1)
         yield url, tls["ca"], process
     finally:
+        if process.poll() is None:  # a test may have stopped it already
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+        log.close()
+
+
+# --- the server exactly as `make run` starts it ------------------------------------------
+
+ANSWER_WITHIN = 1.0  # the slowest answer the serving tests accept
+
+
+def make_run_command(port: int, cert_dir: Path) -> list[str]:
+    """The command `make run` executes, read from the Makefile with `make -n`."""
+    output = subprocess.run(["make", "-s", "-n", "run", f"PORT={port}",
+                             f"CERT_DIR={cert_dir}"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout
+    output = output.replace("\\\n", " ")  # recipe lines continued with a backslash
+    line = next(line for line in output.splitlines() if "-m webhook serve" in line)
+    command = shlex.split(line)
+    command[0] = sys.executable  # the interpreter running the tests, i.e. the venv's
+    return command
+
+
+@dataclass
+class Server:
+    url: str
+    host: str
+    port: int
+    ca: Path
+    log: Path
+    process: subprocess.Popen
+
+    def client_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.ca))
+        context.check_hostname = False
+        return context
+
+
+@contextmanager
+def served_like_make_run(directory: Path) -> Iterator[Server]:
+    tls = make_certs(directory)
+    port = free_port()
+    log = directory / "server.log"
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    with log.open("w") as out:
+        process = subprocess.Popen(make_run_command(port, directory), cwd=ROOT, env=env,
+                                   stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+    server = Server(f"https://127.0.0.1:{port}", "127.0.0.1", port, tls["ca"], log, process)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, log.read_text()
+            try:
+                status, _, _ = request(server, "GET", "/healthz", timeout=1)
+                if status == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        yield server
+    finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:
-            process.wait(timeout=15)
+            process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
-        log.close()
+            process.wait()
+
+
+def request(server: Server, method: str, path: str, body: bytes | None = None,
+            timeout: float = ANSWER_WITHIN,
+            connection: http.client.HTTPSConnection | None = None,
+            ) -> tuple[int, dict[str, str], bytes]:
+    conn = connection or http.client.HTTPSConnection(
+        server.host, server.port, timeout=timeout, context=server.client_context())
+    try:
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        if connection is None:
+            conn.close()
+
+
+def worker_pids(master_pid: int) -> list[int]:
+    """The gunicorn workers of `serve` (its child processes): /readyz names no process."""
+    children = Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()
+    return [int(child) for child in children]

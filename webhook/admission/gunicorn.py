@@ -1,9 +1,10 @@
 """`serve`: the admission webhook under gunicorn over TLS.
 
-Worker model: gthread workers. The API server keeps HTTPS connections open and reuses
-them; gunicorn's sync worker closes every connection after one request, so each review
-would pay a new TLS handshake. gthread keeps connections alive and answers several at
-once per process. README "Serving" has the measurements.
+Worker model: one gevent worker per replica (`webhook.admission.worker.DeadlineWorker`),
+which holds thousands of idle or slow connections in greenlets and drops those that miss
+the handshake, header or body deadlines; replicas scale it out behind the Service. The
+gthread and sync workers stay selectable for comparison. README "Serving" has the
+measurements.
 """
 
 from __future__ import annotations
@@ -25,24 +26,29 @@ from ..cluster.filewatch import FileWatcher
 log = logging.getLogger("poolguard")
 CERT_CHECK_SECONDS = 2.0
 READINESS_METRIC_SECONDS = 5.0
+# TLS 1.2: forward-secret AEAD suites only (every TLS 1.3 suite is AEAD already).
+TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
+WORKER_CLASSES = {"gevent": "webhook.admission.worker.DeadlineWorker", "gthread": "gthread",
+                  "sync": "sync"}
 
 
 class ReloadingTLS:
     """Serves the certificate files' current content; rotated files are picked up live.
 
-    gunicorn's gthread worker asks for the SSL context once per new connection, so a
-    fresh context built from rotated files serves new connections while connections in
-    flight keep the context they started with. A pair that does not load (say, the key
-    was written but not yet the certificate) keeps the previous context until it does.
+    The workers ask for the SSL context once per new connection, so a fresh context built
+    from rotated files serves new connections while connections in flight keep the
+    context they started with. A pair that does not load (say, the key was written but
+    not yet the certificate) keeps the previous context until it does. With `client_ca`,
+    client certificates are verified against it (reloaded the same way).
     """
 
-    def __init__(self, cert_file: str, key_file: str) -> None:
-        self.cert_file, self.key_file = cert_file, key_file
+    def __init__(self, cert_file: str, key_file: str, client_ca: str | None = None) -> None:
+        self.cert_file, self.key_file, self.client_ca = cert_file, key_file, client_ca
         self.expires_at = 0.0  # the served certificate's notAfter, Unix time
         # Called in a worker after each reload (the metric is set per worker: see post_fork).
         self.on_reload: Callable[[ReloadingTLS], None] = lambda _tls: None
         self._lock = threading.Lock()
-        self._files = FileWatcher(cert_file, key_file)
+        self._files = FileWatcher(cert_file, key_file, *([client_ca] if client_ca else []))
         self._context = self._build()  # fails at start: a server without TLS must not run
         self._next_check = time.monotonic() + CERT_CHECK_SECONDS
         self.reloads = 0
@@ -50,10 +56,21 @@ class ReloadingTLS:
     def _build(self) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.set_ciphers(TLS12_CIPHERS)
+        context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_NO_RENEGOTIATION
         context.load_cert_chain(self.cert_file, self.key_file)
+        if self.client_ca:
+            # Optional at the TLS level, so the kubelet's probes (which present no
+            # certificate) still connect; the admission endpoints then require one.
+            context.verify_mode = ssl.CERT_OPTIONAL
+            context.load_verify_locations(cafile=self.client_ca)
         context.set_alpn_protocols(["http/1.1"])
         self.expires_at = _not_after(self.cert_file)
         return context
+
+    def rebuild(self) -> None:
+        """Build the context again: the gevent worker calls this once it patched `ssl`."""
+        self._context = self._build()
 
     def context(self) -> ssl.SSLContext:
         """The context for a new connection, reloaded if the files changed."""
@@ -87,7 +104,7 @@ class GunicornServer(BaseApplication):
     def __init__(self, args: argparse.Namespace,
                  app_factory: Callable[[argparse.Namespace], Any] | None = None) -> None:
         self.args = args
-        self.tls = ReloadingTLS(args.cert, args.key)
+        self.tls = ReloadingTLS(args.cert, args.key, args.client_ca)
         self.app_factory = app_factory or _admission_app
         super().__init__()
 
@@ -97,8 +114,11 @@ class GunicornServer(BaseApplication):
             "bind": [f"[{args.host}]:{args.port}" if ":" in args.host
                      else f"{args.host}:{args.port}"],
             "workers": args.workers,
-            "worker_class": args.worker_class,
+            "worker_class": WORKER_CLASSES[args.worker_class],
             "threads": args.threads,
+            # gevent: connections held at once (each a greenlet and a socket; the
+            # file-descriptor limit must allow as many)
+            "worker_connections": 10000,
             # longer than the API server's idle connection timeout (client-go: 90 s), so
             # the client, not gunicorn, closes idle connections and never races a close
             "keepalive": 120,
@@ -128,7 +148,7 @@ class GunicornServer(BaseApplication):
 def _admission_app(args: argparse.Namespace) -> Any:
     from .app import create_app
 
-    return create_app(build_runtime(args))
+    return create_app(build_runtime(args), require_client_cert=bool(args.client_ca))
 
 
 def _not_after(cert_file: str) -> float:

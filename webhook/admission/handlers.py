@@ -8,11 +8,12 @@ dicts throughout, so no field the API server sent is ever dropped.
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+import orjson
 
 from ..core.assessment import Assessment
 from ..core.cluster import WORKLOAD_RESOURCES, ClusterView
@@ -22,6 +23,7 @@ from ..core.deletion_cost import (
     InvalidDeletionCost,
     check_deletion_cost,
     go_quote,
+    invalid_cost_message,
     is_valid_deletion_cost,
 )
 from ..core.kube import annotations_of, labels_of, replicas_of, spec_of
@@ -46,6 +48,18 @@ MAX_WARNINGS_TOTAL = 4096  # the API server's limit on all warnings of a respons
 
 class BadReview(InputError):
     """The body is not a usable AdmissionReview; answered with HTTP 400."""
+
+
+ECHO_LIMIT = 40  # characters of an offending value an error message repeats
+
+
+def echo(value: Any) -> str:
+    """`value` for an error message: at most a short prefix of it, or its JSON type."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= ECHO_LIMIT else repr(value[:ECHO_LIMIT]) + "..."
+    if value is None or isinstance(value, bool | int | float):
+        return repr(value)[:ECHO_LIMIT]
+    return "a list" if isinstance(value, list) else "an object"
 
 
 @dataclass
@@ -114,10 +128,10 @@ def parse_review(body: Any) -> dict[str, Any]:
     if not isinstance(body, Mapping):
         raise BadReview("body must be a JSON object (an AdmissionReview)")
     if body.get("kind") != "AdmissionReview":
-        raise BadReview(f"kind must be AdmissionReview, got {body.get('kind')!r}")
+        raise BadReview(f"kind must be AdmissionReview, got {echo(body.get('kind'))}")
     if body.get("apiVersion") != API_VERSION:
         raise BadReview(f"apiVersion must be {API_VERSION} (the only version poolguard "
-                        f"accepts), got {body.get('apiVersion')!r}")
+                        f"accepts), got {echo(body.get('apiVersion'))}")
     request = body.get("request")
     if not isinstance(request, Mapping):
         raise BadReview("request: missing or not an object")
@@ -161,7 +175,7 @@ def deny(request: Mapping[str, Any], code: int, reason: str, message: str,
 def with_patch(request: Mapping[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
     if not ops:
         return allow(request)
-    patch = base64.b64encode(json.dumps(ops, separators=(",", ":")).encode()).decode()
+    patch = base64.b64encode(orjson.dumps(ops)).decode()
     return allow(request, patchType="JSONPatch", patch=patch)
 
 
@@ -182,6 +196,10 @@ def _check_shape(obj: Mapping[str, Any], where: str,
         check(obj, where)
     except ShapeError as err:
         raise BadReview(str(err)) from None
+    metadata = obj.get("metadata") or {}
+    for key in ("name", "generateName", "namespace"):  # read for messages and lookups
+        if metadata.get(key) is not None and not isinstance(metadata[key], str):
+            raise BadReview(f"{where}.metadata.{key}: must be a string")
 
 
 def _is(request: Mapping[str, Any], resource: str, sub_resource: str = "") -> bool:
@@ -201,7 +219,7 @@ def review_pod_create(request: Mapping[str, Any], ctx: Context) -> Decision:
         check_deletion_cost(annotations_of(pod))
     except InvalidDeletionCost as err:
         name = go_quote(_pod_name(pod, request))
-        return Decision(deny(request, 422, "Invalid", f"Pod {name} is invalid: {err}"),
+        return Decision(deny(request, 422, "Invalid", f"Pod {name} is invalid: {_cost_error(err)}"),
                         Outcome.INVALID_COST)
     namespace = request.get("namespace") or (pod.get("metadata") or {}).get("namespace") or ""
     if not is_governed(ctx.policy, ctx.view.namespace_labels(namespace), labels_of(pod)):
@@ -222,6 +240,12 @@ def review_pod_create(request: Mapping[str, Any], ctx: Context) -> Decision:
         return Decision(allow(request), outcome)
     return Decision(with_patch(request, annotation_patch(pod, decision.annotations,
                                                          decision.stale)), outcome)
+
+
+def _cost_error(err: InvalidDeletionCost) -> str:
+    """The API server's wording, with at most a short prefix of the offending value."""
+    value = err.value if len(err.value) <= ECHO_LIMIT else err.value[:ECHO_LIMIT] + "..."
+    return invalid_cost_message(value, err.field_path)
 
 
 def _pod_name(pod: Mapping[str, Any], request: Mapping[str, Any]) -> str:
@@ -397,7 +421,7 @@ def review_workload(request: Mapping[str, Any], ctx: Context) -> Decision:
         kind = WORKLOAD_RESOURCES[resource]
         name = (workload.get("metadata") or {}).get("name") or request.get("name") or ""
         return Decision(deny(request, 422, "Invalid",
-                             f"{kind}.apps {go_quote(name)} is invalid: {err}"),
+                             f"{kind}.apps {go_quote(name)} is invalid: {_cost_error(err)}"),
                         Outcome.INVALID_COST)
     return Decision(allow(request), Outcome.VALID)
 

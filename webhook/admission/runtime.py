@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -87,5 +86,4 @@ class Runtime:
             details["policyError"] = self.policy.error
         if self.watched is not None:
             details["resources"] = self.watched.sync_status()
-        details["pid"] = os.getpid()
         return problem is None, details

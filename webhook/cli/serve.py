@@ -29,13 +29,19 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--key", required=True, metavar="FILE", help="its private key (PEM)")
     parser.add_argument("--port", type=int, default=8443, help="HTTPS port (default 8443)")
     parser.add_argument("--host", default="0.0.0.0", help="address to bind (default 0.0.0.0)")
-    parser.add_argument("--workers", type=int, default=2,
-                        help="gunicorn worker processes (default 2)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="gunicorn worker processes (default 1: scale out with replicas)")
     parser.add_argument("--threads", type=int, default=8,
-                        help="threads per worker, each one connection at a time (default 8)")
-    parser.add_argument("--worker-class", choices=("gthread", "sync"), default="gthread",
-                        help="gthread (default) keeps the API server's connections alive; "
-                        "sync closes each after one request (for comparison only)")
+                        help="gthread only: threads per worker (default 8)")
+    parser.add_argument("--worker-class", choices=("gevent", "gthread", "sync"),
+                        default="gevent",
+                        help="gevent (default): every connection in one process, with "
+                        "deadlines on handshake, headers and body; gthread and sync for "
+                        "comparison only")
+    parser.add_argument("--client-ca", metavar="FILE",
+                        help="CA bundle (PEM) that signed the API server's client "
+                        "certificate: the admission endpoints then answer only clients "
+                        "presenting one (probes and /metrics stay open; gevent worker only)")
     parser.add_argument("--state", metavar="FILE",
                         help="serve from a cluster-state file instead of a live cluster")
     add_cluster_arguments(parser)
@@ -54,13 +60,15 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     for option, path in (("--cert", args.cert), ("--key", args.key), ("--policy", args.policy),
-                         ("--state", args.state)):
+                         ("--state", args.state), ("--client-ca", args.client_ca)):
         if path is not None and not Path(path).is_file():
             raise CommandError(f"{option} {path}: no such file")
     if args.state and (args.kubeconfig or args.context):
         raise CommandError("--state serves from a file: leave out --kubeconfig and --context")
     if args.workers < 1 or args.threads < 1:
         raise CommandError("--workers and --threads must be 1 or more")
+    if args.client_ca and args.worker_class != "gevent":
+        raise CommandError("--client-ca needs the gevent worker (--worker-class gevent)")
     load_policy(args.policy)  # a bad policy stops startup here, with the field named
     if args.state:
         # Read once, here: a bad file is one error line instead of a traceback per
@@ -76,8 +84,9 @@ def run_serve(args: argparse.Namespace) -> int:
         try:
             server = GunicornServer(args)
         except (ssl.SSLError, OSError) as err:
-            raise CommandError(f"cannot load --cert {args.cert} / --key {args.key}: "
-                               f"{err}") from None
+            files = f"--cert {args.cert} / --key {args.key}" + (
+                f" / --client-ca {args.client_ca}" if args.client_ca else "")
+            raise CommandError(f"cannot load {files}: {err}") from None
         server.run()
     finally:
         # Workers leave through this frame too (a fork of it): only the master cleans up.
