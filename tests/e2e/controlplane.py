@@ -260,7 +260,7 @@ class ControlPlane:
             pids.write(f"{popen.pid} {name}\n")
         return process
 
-    def stop_process(self, name: str, timeout: float = 15.0) -> None:
+    def stop_process(self, name: str, timeout: float = 5.0) -> None:
         process = self.processes.pop(name, None)
         if process is None or not process.alive():
             return

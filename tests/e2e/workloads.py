@@ -220,13 +220,15 @@ class PodRecorder:
         self.versions.extend(listed["items"])
         self._response = self.core.list_namespaced_pod(
             namespace, watch=True, resource_version=listed["metadata"]["resourceVersion"],
-            timeout_seconds=600, _preload_content=False, _request_timeout=(5, 660))
+            timeout_seconds=120, _preload_content=False, _request_timeout=(5, 180))
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
             for line in self._response:
+                if self._stop.is_set():
+                    return
                 event = json.loads(line)
                 if event["type"] in ("ADDED", "MODIFIED"):
                     self.versions.append(event["object"])
@@ -234,13 +236,22 @@ class PodRecorder:
             return
 
     def stop(self) -> None:
-        self._response.close()
-        self._thread.join(5)
+        """Stop recording (closing a response another thread reads blocks: the watch ends
+        on its own timeout, the daemon thread with it)."""
+        self._stop.set()
 
-    def first_bound_versions(self) -> dict[str, dict[str, Any]]:
-        """For each pod, the first version seen with spec.nodeName set."""
+    def first_bound_versions(self, names: set[str]) -> dict[str, dict[str, Any]]:
+        """For each pod in `names`, the first version seen with spec.nodeName set (waits
+        until the watch has delivered one for each)."""
+        def complete() -> dict[str, dict[str, Any]] | None:
+            found = self._first_bound()
+            return found if names <= set(found) else None
+
+        return wait_for("the watch to deliver every bound pod", complete, timeout=30)
+
+    def _first_bound(self) -> dict[str, dict[str, Any]]:
         first: dict[str, dict[str, Any]] = {}
-        for version in self.versions:
+        for version in list(self.versions):
             if version["spec"].get("nodeName"):
                 first.setdefault(version["metadata"]["name"], version)
         return first
