@@ -22,7 +22,7 @@ COPY certs/ certs/
 COPY webhook/ webhook/
 COPY examples/ examples/
 RUN pip --python /opt/venv/bin/python install --no-cache-dir . \
-    && /opt/venv/bin/python -I -c "import webhook.state as s; assert s.EXAMPLE_POLICY.is_file()"
+    && /opt/venv/bin/python -I -c "import webhook.cluster.state as s; assert s.EXAMPLE_POLICY.is_file()"
 
 FROM ${PYTHON_IMAGE}
 ARG VERSION=0.1.0

@@ -56,4 +56,4 @@ e2e: $(STAMP) ## end-to-end tests on a local control plane built from k8s.io/kub
 	PY=$(PY) tests/e2e/run.sh
 
 e2e-down: ## stop a cluster left running by E2E_KEEP=1 (E2E_RUN_DIR=...)
-	$(PY) tests/e2e/controlplane.py down $(E2E_RUN_DIR)
+	$(PY) -m tests.e2e.controlplane down $(E2E_RUN_DIR)

@@ -7,8 +7,8 @@ import sys
 
 from flask import Flask, Response, request
 
-from webhook.cli import build_parser
-from webhook.serve import GunicornServer
+from webhook.admission.gunicorn import GunicornServer
+from webhook.cli.main import build_parser
 
 
 def allow_all_app(_args) -> Flask:

@@ -13,10 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
-import factories as f
-
+from tests.support import factories as f
 from webhook.core.assessment import assess_scale
 from webhook.core.cluster import Snapshot
 from webhook.core.kube import format_time_ns, parse_time_ns

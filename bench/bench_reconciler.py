@@ -1,4 +1,4 @@
-"""Reconciler figures against the fake API server (tests/kubeapi.py).
+"""Reconciler figures against the fake API server (tests/support/kubeapi.py).
 
     .venv/bin/python bench/bench_reconciler.py [--pods 1000] [--skip-default-rate]
 
@@ -21,15 +21,14 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # for tests.support
 
-import factories as f  # noqa: E402
-from kubeapi import FakeKubeAPI, wait_until  # noqa: E402
-
+from tests.support import factories as f  # noqa: E402
+from tests.support.kubeapi import FakeKubeAPI, wait_until  # noqa: E402
+from webhook.cluster.kubeclient import api_client_from  # noqa: E402
+from webhook.cluster.live import NAMESPACES, NODES, PODS, LiveCluster  # noqa: E402
 from webhook.core.policy import default_policy  # noqa: E402
-from webhook.kubeclient import api_client_from  # noqa: E402
-from webhook.live import NAMESPACES, NODES, PODS, LiveCluster  # noqa: E402
-from webhook.reconciler import Options, Service, run_once  # noqa: E402
+from webhook.reconciler.service import Options, Service, run_once  # noqa: E402
 
 HIGH = Options(qps=100_000, burst=100_000, identity="bench")
 DEFAULT = Options(identity="bench")

@@ -22,14 +22,15 @@ import requests
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # for tests.support
 sys.path.insert(0, str(ROOT / "bench"))
 
-import factories as f  # noqa: E402
 import heyrun  # noqa: E402
-import reviews  # noqa: E402
 from bench_core import cluster_objects  # noqa: E402
-from serving import running_server  # noqa: E402
+
+from tests.support import factories as f  # noqa: E402
+from tests.support import reviews  # noqa: E402
+from tests.support.serving import running_server  # noqa: E402
 
 DURATION = "4s"
 ROUNDS = 3  # alternate the two servers so background load hits both alike

@@ -21,14 +21,15 @@ from typing import Any
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # for tests.support
 sys.path.insert(0, str(ROOT / "bench"))
 
-import factories as f  # noqa: E402
 import heyrun  # noqa: E402
-import reviews  # noqa: E402
-from serving import running_server  # noqa: E402
 from test_faults import rotate  # noqa: E402
+
+from tests.support import factories as f  # noqa: E402
+from tests.support import reviews  # noqa: E402
+from tests.support.serving import running_server  # noqa: E402
 
 STEP_SECONDS = int(os.environ.get("SOAK_SECONDS", "10"))
 RATES = [int(r) for r in os.environ.get("SOAK_RATES", "300,600,1200,2400,0").split(",")]

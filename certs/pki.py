@@ -21,6 +21,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from webhook.errors import InputError
+
 KEY_TYPES = ("ecdsa", "rsa")
 RSA_KEY_SIZE = 2048
 #: Renew once this fraction of the validity period has passed.
@@ -31,7 +33,7 @@ CLOCK_SKEW = dt.timedelta(minutes=5)
 PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 
 
-class PKIError(ValueError):
+class PKIError(InputError):
     """Unusable input: a PEM that does not parse, a key that does not fit, a bad name."""
 
 

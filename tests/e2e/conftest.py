@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from controlplane import DEFAULT_BIN, ControlPlane
-from harness import Environment
+
+from tests.e2e.controlplane import DEFAULT_BIN, ControlPlane
+from tests.e2e.harness import Environment
 
 RESULTS = "results.json"
 
@@ -54,7 +55,7 @@ def env() -> Iterator[Environment]:
     finally:
         if _keep():
             print(f"\nE2E_KEEP: cluster left running; `source {run_dir}/env` for kubectl; "
-                  f"stop it with: python tests/e2e/controlplane.py down {run_dir}")
+                  f"stop it with: make e2e-down E2E_RUN_DIR={run_dir}")
         else:
             plane.stop()
 

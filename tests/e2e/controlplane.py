@@ -4,7 +4,7 @@ kube-controller-manager and kube-scheduler on 127.0.0.1, with a PKI of its own.
 Every component runs under its own identity (client certificates whose CN is the user and
 O the groups), RBAC is on, and the controllers use per-controller ServiceAccount
 credentials, as in a real cluster. Each process runs in its own process group, recorded
-in RUN_DIR/pids so `python tests/e2e/controlplane.py down RUN_DIR` can stop whatever is
+in RUN_DIR/pids so `python -m tests.e2e.controlplane down RUN_DIR` can stop whatever is
 left (make e2e calls it from a trap).
 """
 
@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 K8S_VERSION = "v1.37.2"
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_BIN = Path.home() / ".cache" / "poolguard-e2e" / K8S_VERSION / "bin"
 CONTROLLERS = ("deployment-controller", "replicaset-controller", "statefulset-controller",
                "serviceaccount-controller", "garbage-collector-controller",
@@ -250,9 +251,9 @@ class ControlPlane:
         """Start a process in its own group, logging to RUN_DIR/logs/NAME.log."""
         log = self.run_dir / "logs" / f"{name}.log"
         with open(log, "ab") as out:
-            popen = subprocess.Popen(
+            popen = subprocess.Popen(  # cwd: the repository, for `python -m tests.e2e...`
                 list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, env={**os.environ, **(env or {})},
+                start_new_session=True, env={**os.environ, **(env or {})}, cwd=REPO,
                 preexec_fn=None if self.keep else _die_with_parent)
         process = Process(name, popen, log)
         self.processes[name] = process
@@ -410,4 +411,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "down":
         down(Path(sys.argv[2]))
     else:
-        sys.exit("usage: python tests/e2e/controlplane.py down RUN_DIR")
+        sys.exit("usage: python -m tests.e2e.controlplane down RUN_DIR")

@@ -2,7 +2,7 @@
 finishes the deletion of terminating pods (nothing else would: there is no kubelet).
 
 Runs as its own process with its own identity (`e2e-fake-kubelet`):
-    python tests/e2e/fake_kubelet.py --kubeconfig RUN_DIR/fake-kubelet.kubeconfig
+    python -m tests.e2e.fake_kubelet --kubeconfig RUN_DIR/fake-kubelet.kubeconfig
 
 Pods labelled `e2e.poolguard.dev/manual-status: "true"` are not started: the
 differential driver writes their status itself (phase, readiness, restarts, ages).

@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from controlplane import ControlPlane, Process, free_port, kubeconfig_text, wait_for
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+
+from tests.e2e.controlplane import ControlPlane, Process, free_port, kubeconfig_text, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -134,8 +135,7 @@ class Environment:
         for node in self.core.list_node().items:
             assert node.status.allocatable["pods"] == "110", node.status
             assert not node.spec.taints, f"{node.metadata.name} has taints {node.spec.taints}"
-        self.plane.spawn("fake-kubelet", [PY, str(Path(__file__).with_name("fake_kubelet.py")),
-                                          "--kubeconfig",
+        self.plane.spawn("fake-kubelet", [PY, "-m", "tests.e2e.fake_kubelet", "--kubeconfig",
                                           str(self.plane.kubeconfig("fake-kubelet"))])
         wait_for("the serviceaccount controller to make default/default",
                  lambda: self.core.read_namespaced_service_account("default", "default"),

@@ -12,12 +12,12 @@ export E2E_RUN_DIR=${E2E_RUN_DIR:-$HOME/.cache/poolguard-e2e/runs/$(date -u +%Y%
 mkdir -p "$E2E_RUN_DIR"
 if [ "${E2E_KEEP:-0}" = 0 ]; then
     # Whatever happens to pytest, nothing this run started survives it.
-    trap '"$PY" tests/e2e/controlplane.py down "$E2E_RUN_DIR" >/dev/null 2>&1 || true' EXIT
+    trap '"$PY" -m tests.e2e.controlplane down "$E2E_RUN_DIR" >/dev/null 2>&1 || true' EXIT
 fi
 echo "e2e: run directory $E2E_RUN_DIR (component logs in logs/)"
 status=0
 # shellcheck disable=SC2086
 "$PY" -m pytest -p no:cacheprovider -o addopts= -q -rfE ${PYTEST_ARGS:-} \
     tests/e2e/test_scenarios.py tests/e2e/test_differential.py || status=$?
-"$PY" tests/e2e/summary.py "$E2E_RUN_DIR" || status=$?
+"$PY" -m tests.e2e.summary "$E2E_RUN_DIR" || status=$?
 exit "$status"

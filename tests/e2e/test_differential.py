@@ -32,10 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fake_kubelet import STRATEGIC, pod_status
-from harness import COST_ANNOTATION, NODES, Environment, node_names
 from kubernetes.client.exceptions import ApiException
-from workloads import (
+
+from tests.e2e.fake_kubelet import STRATEGIC, pod_status
+from tests.e2e.harness import COST_ANNOTATION, NODES, Environment, node_names
+from tests.e2e.workloads import (
     active_pods,
     apply,
     bind,
@@ -46,7 +47,7 @@ from workloads import (
     statefulset,
     wait_settled,
 )
-from workloads import plan as plan_json
+from tests.e2e.workloads import plan as plan_json
 
 SCHEDULER = "e2e-driver"
 PLACED = "e2e.poolguard.dev/placed"  # the driver has decided this pod's fate

@@ -12,11 +12,19 @@ from typing import Any
 
 import pytest
 import yaml
-from controlplane import wait_for
-from fake_kubelet import STRATEGIC, pod_status
-from harness import COST_ANNOTATION, COSTS, POOL_LABEL, Environment, annotations, is_active
 from kubernetes.client.exceptions import ApiException
-from workloads import (
+
+from tests.e2e.controlplane import wait_for
+from tests.e2e.fake_kubelet import STRATEGIC, pod_status
+from tests.e2e.harness import (
+    COST_ANNOTATION,
+    COSTS,
+    POOL_LABEL,
+    Environment,
+    annotations,
+    is_active,
+)
+from tests.e2e.workloads import (
     PodRecorder,
     active_pods,
     apply,
@@ -28,7 +36,7 @@ from workloads import (
     wait_running,
     wait_settled,
 )
-from workloads import plan as plan_json
+from tests.e2e.workloads import plan as plan_json
 
 OWNER_PREFIX = "poolguard.dev/"
 

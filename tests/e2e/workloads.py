@@ -10,10 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from controlplane import wait_for
-from fake_kubelet import MANUAL_LABEL
-from harness import POOL_LABEL, Environment, is_active
 from kubernetes import client
+
+from tests.e2e.controlplane import wait_for
+from tests.e2e.fake_kubelet import MANUAL_LABEL
+from tests.e2e.harness import POOL_LABEL, Environment, is_active
 
 IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: there is no kubelet
 TIED_PREFIX = "tied with"  # plan's reason for a victim decided by rules 6-8 (not certain)

@@ -1,20 +1,45 @@
 """The read-only cluster view the core predicts from, and an in-memory snapshot of it.
 
 Two implementations share this interface: `Snapshot` (a list of objects, e.g. from
-a state file) and the watch-fed cache in `webhook.live`.
+a state file) and the watch-fed cache in `webhook.cluster.live`. The resource table below is the one
+list of resource types poolguard reads (the cache watches them, state files hold them).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .kube import labels_of, name_of, namespace_of
 
+
+@dataclass(frozen=True)
+class Resource:
+    """A resource type poolguard reads: one row of the one resource table."""
+
+    name: str  # the plural, as in the URL
+    kind: str
+    api_version: str
+    namespaced: bool
+
+    @property
+    def path(self) -> str:
+        """The cluster-wide collection path, e.g. /api/v1/pods."""
+        prefix = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        return f"{prefix}/{self.name}"
+
+
+PODS = Resource("pods", "Pod", "v1", True)
+NODES = Resource("nodes", "Node", "v1", False)
+NAMESPACES = Resource("namespaces", "Namespace", "v1", False)
+REPLICASETS = Resource("replicasets", "ReplicaSet", "apps/v1", True)
+DEPLOYMENTS = Resource("deployments", "Deployment", "apps/v1", True)
+STATEFULSETS = Resource("statefulsets", "StatefulSet", "apps/v1", True)
+RESOURCES = (PODS, NODES, NAMESPACES, REPLICASETS, DEPLOYMENTS, STATEFULSETS)
 # The apps/v1 workloads whose scale-downs poolguard predicts, by resource (URL plural).
-WORKLOAD_RESOURCES = {"deployments": "Deployment", "replicasets": "ReplicaSet",
-                      "statefulsets": "StatefulSet"}
+WORKLOAD_RESOURCES = {r.name: r.kind for r in (DEPLOYMENTS, REPLICASETS, STATEFULSETS)}
 WORKLOAD_KINDS = tuple(WORKLOAD_RESOURCES.values())
 RESOURCE_OF_KIND = {kind: resource for resource, kind in WORKLOAD_RESOURCES.items()}
 KIND_ALIASES = {

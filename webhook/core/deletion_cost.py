@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from .errors import InputError
 from .kube import go_parse_int
 
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
@@ -20,7 +21,7 @@ INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 
 
-class InvalidDeletionCost(ValueError):
+class InvalidDeletionCost(InputError):
     """An annotation value the API server would reject."""
 
     def __init__(self, value: str, field_path: str) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .deletion_cost import INT32_MAX, INT32_MIN
+from .errors import InputError
 from .kube import labels_of
 from .selectors import SelectorError, validate_selector
 
@@ -21,7 +22,7 @@ _LABEL_KEY = re.compile(
 )
 
 
-class PolicyError(ValueError):
+class PolicyError(InputError):
     """A policy document that cannot be used; the message names the field."""
 
 

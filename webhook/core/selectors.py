@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .errors import InputError
+
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
-class SelectorError(ValueError):
+class SelectorError(InputError):
     """A selector the API server would not accept."""
 
 

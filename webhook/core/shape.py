@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .errors import InputError
 from .kube import parse_time_ns
 
 
-class ShapeError(ValueError):
+class ShapeError(InputError):
     """A field poolguard reads has the wrong type; the message names it."""
 
 

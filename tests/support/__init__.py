@@ -1,0 +1,1 @@
+"""Test helpers: object factories, reviews, a fake Kubernetes API, a served webhook."""

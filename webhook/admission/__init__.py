@@ -1,0 +1,1 @@
+"""The admission webhook: review parsing, handlers, the Flask app, gunicorn and TLS."""

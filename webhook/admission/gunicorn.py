@@ -1,0 +1,157 @@
+"""`serve`: the admission webhook under gunicorn over TLS.
+
+Worker model: gthread workers. The API server keeps HTTPS connections open and reuses
+them; gunicorn's sync worker closes every connection after one request, so each review
+would pay a new TLS handshake. gthread keeps connections alive and answers several at
+once per process. README "Serving" has the measurements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import ssl
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+from ..cluster.filewatch import FileWatcher
+
+log = logging.getLogger("poolguard")
+CERT_CHECK_SECONDS = 2.0
+
+
+class ReloadingTLS:
+    """Serves the certificate files' current content; rotated files are picked up live.
+
+    gunicorn's gthread worker asks for the SSL context once per new connection, so a
+    fresh context built from rotated files serves new connections while connections in
+    flight keep the context they started with. A pair that does not load (say, the key
+    was written but not yet the certificate) keeps the previous context until it does.
+    """
+
+    def __init__(self, cert_file: str, key_file: str) -> None:
+        self.cert_file, self.key_file = cert_file, key_file
+        self._lock = threading.Lock()
+        self._files = FileWatcher(cert_file, key_file)
+        self._context = self._build()  # fails at start: a server without TLS must not run
+        self._next_check = time.monotonic() + CERT_CHECK_SECONDS
+        self.reloads = 0
+
+    def _build(self) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(self.cert_file, self.key_file)
+        context.set_alpn_protocols(["http/1.1"])
+        return context
+
+    def context(self) -> ssl.SSLContext:
+        """The context for a new connection, reloaded if the files changed."""
+        now = time.monotonic()
+        if now < self._next_check:
+            return self._context
+        with self._lock:
+            if now >= self._next_check:
+                self._next_check = now + CERT_CHECK_SECONDS
+                self._maybe_reload()
+        return self._context
+
+    def _maybe_reload(self) -> None:
+        stamp = self._files.changed()
+        if stamp is None:
+            return
+        try:
+            self._context = self._build()
+            self._files.take(stamp)  # only a pair that loads: a half-written one is retried
+            self.reloads += 1
+            log.info("serving certificate reloaded from %s", self.cert_file)
+        except (OSError, ssl.SSLError, ValueError) as err:
+            log.warning("certificate files changed but do not load yet (%s); "
+                        "keeping the previous certificate", err)
+
+
+class GunicornServer(BaseApplication):
+    """gunicorn configured in code, so `python -m webhook serve` is the whole story."""
+
+    def __init__(self, args: argparse.Namespace,
+                 app_factory: Callable[[argparse.Namespace], Any] | None = None) -> None:
+        self.args = args
+        self.tls = ReloadingTLS(args.cert, args.key)
+        self.app_factory = app_factory or _admission_app
+        super().__init__()
+
+    def load_config(self) -> None:
+        args, tls = self.args, self.tls
+        settings = {
+            "bind": [f"[{args.host}]:{args.port}" if ":" in args.host
+                     else f"{args.host}:{args.port}"],
+            "workers": args.workers,
+            "worker_class": args.worker_class,
+            "threads": args.threads,
+            # longer than the API server's idle connection timeout (client-go: 90 s), so
+            # the client, not gunicorn, closes idle connections and never races a close
+            "keepalive": 120,
+            "timeout": 30,
+            "graceful_timeout": 20,
+            "certfile": args.cert,
+            "keyfile": args.key,
+            "ssl_context": lambda _conf, _factory: tls.context(),
+            "accesslog": "-" if args.access_log else None,
+            "errorlog": "-",
+            "loglevel": args.log_level,
+            "limit_request_field_size": 16384,
+            "post_fork": _post_fork,
+            "child_exit": _child_exit,
+            "worker_tmp_dir": tempfile.gettempdir(),
+            "proc_name": "poolguard-webhook",
+        }
+        if "control_socket_disable" in self.cfg.settings:  # gunicorn >= 24: no $HOME socket
+            settings["control_socket_disable"] = True
+        for key, value in settings.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        return self.app_factory(self.args)
+
+
+def _admission_app(args: argparse.Namespace) -> Any:
+    from .app import create_app
+
+    return create_app(build_runtime(args))
+
+
+def _post_fork(_server: Any, _worker: Any) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+
+
+def _child_exit(_server: Any, worker: Any) -> None:
+    from . import metrics
+
+    metrics.worker_exited(worker.pid)
+
+
+def build_runtime(args: argparse.Namespace) -> Any:
+    """The Runtime for this worker: policy holder and a state-file or live cluster view."""
+    from ..cluster.state import load_state
+    from . import metrics
+    from .runtime import PolicyHolder, Runtime, Settings
+
+    def loaded() -> None:
+        metrics.POLICY_LOADED.set_to_current_time()
+
+    policy = PolicyHolder(args.policy, on_error=metrics.POLICY_ERRORS.inc, on_load=loaded)
+    settings = Settings(max_staleness_seconds=args.max_staleness, fail_closed=args.fail_closed)
+    if args.state:
+        return Runtime(policy, load_state(args.state), settings)
+    from ..cluster.kubeclient import api_client_from
+    from ..cluster.live import LiveCluster
+
+    # Watches are re-opened every minute, so even a quiet resource is heard from well
+    # inside the default staleness bound.
+    view = LiveCluster(api_client_from(args.kubeconfig, args.context), watch_timeout=60)
+    view.start()
+    return Runtime(policy, view, settings)

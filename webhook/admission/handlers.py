@@ -1,0 +1,411 @@
+"""Admission decisions on AdmissionReview dicts: the webhook's logic without HTTP.
+
+Each `review_*` function takes the parsed `request` of an admission.k8s.io/v1
+AdmissionReview and a `Context`, and returns the `response` dict. Objects stay plain
+dicts throughout, so no field the API server sent is ever dropped.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import textwrap
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from ..core.assessment import Assessment, assess_scale
+from ..core.cluster import WORKLOAD_RESOURCES, ClusterView
+from ..core.deletion_cost import (
+    DELETION_COST_ANNOTATION,
+    InvalidDeletionCost,
+    check_deletion_cost,
+    go_quote,
+    is_valid_deletion_cost,
+)
+from ..core.kube import annotations_of, labels_of, replicas_of, spec_of
+from ..core.mutation import (
+    KEEP,
+    SET,
+    UNCHANGED,
+    annotation_patch,
+    decide_cost,
+    is_governed,
+    pinned_pool,
+)
+from ..core.policy import Policy
+from ..core.shape import ShapeError, check_object_shape, check_placement_shape
+from ..errors import InputError
+
+API_VERSION = "admission.k8s.io/v1"
+MAX_WARNING_LENGTH = 120  # what kubectl shows comfortably on one line
+MAX_WARNINGS_TOTAL = 4096  # the API server's limit on all warnings of a response
+
+
+class BadReview(InputError):
+    """The body is not a usable AdmissionReview; answered with HTTP 400."""
+
+
+@dataclass
+class Context:
+    """What a decision needs: the policy, a cluster view and the clock."""
+
+    policy: Policy
+    view: ClusterView
+    now_ns: Callable[[], int]
+    # Why the cluster view cannot be trusted right now (stale cache), or None.
+    view_problem: Callable[[], str | None] = lambda: None
+    fail_closed: bool = False  # deny scale-downs when the view cannot be trusted
+    # Looks a pod up; a live runtime waits briefly for a pod its watch has not seen yet.
+    find_pod: Callable[[str, str], Mapping[str, Any] | None] | None = None
+
+
+class Outcome(StrEnum):
+    """Why a handler answered as it did: the `outcome` label of the decisions metric."""
+
+    IGNORED = "ignored"  # not a request this endpoint judges
+    NOT_GOVERNED = "not-governed"  # outside the policy's namespace/pod selectors
+    INVALID_COST = "invalid-cost"  # denied: a cost the API server would reject
+    NODE_UNKNOWN = "node-unknown"
+    POOL_UNKNOWN = "pool-unknown"  # the binding webhook sets it
+    POD_UNKNOWN = "pod-unknown"  # the reconciler sets the cost once it sees the pod
+    SET = SET  # the cost was injected (core.mutation's actions)
+    KEEP = KEEP
+    UNCHANGED = UNCHANGED
+    EXEMPT_USER = "exempt-user"
+    NOT_SCALE_DOWN = "not-scale-down"
+    UNCHECKED_ALLOWED = "unchecked-allowed"  # no trustworthy view: fail open
+    UNCHECKED_DENIED = "unchecked-denied"  # no trustworthy view: fail closed
+    ALLOWED = "allowed"  # checked: no rule broken
+    DENIED = "denied"
+    WARNED = "warned"
+    DRYRUN = "dryrun"
+    VALID = "valid"
+    PREVIOUSLY_INVALID = "previously-invalid"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A handler's answer: the AdmissionResponse and why it was given.
+
+    Metrics and audit annotations are recorded from it by one wrapper (app.respond),
+    so handlers only decide.
+    """
+
+    response: dict[str, Any]
+    outcome: Outcome
+    violated_rules: tuple[str, ...] = ()  # policy rules a checked scale-down breaks
+    audit: Mapping[str, str] | None = None  # the response's auditAnnotations
+
+    def final_response(self) -> dict[str, Any]:
+        """The response with its audit annotations."""
+        if not self.audit:
+            return self.response
+        return {**self.response, "auditAnnotations": dict(self.audit)}
+
+
+# --- parsing -------------------------------------------------------------------------
+
+
+def parse_review(body: Any) -> dict[str, Any]:
+    """The `request` of an AdmissionReview v1, or BadReview saying what is wrong."""
+    if not isinstance(body, Mapping):
+        raise BadReview("body must be a JSON object (an AdmissionReview)")
+    if body.get("kind") != "AdmissionReview":
+        raise BadReview(f"kind must be AdmissionReview, got {body.get('kind')!r}")
+    if body.get("apiVersion") != API_VERSION:
+        raise BadReview(f"apiVersion must be {API_VERSION} (the only version poolguard "
+                        f"accepts), got {body.get('apiVersion')!r}")
+    request = body.get("request")
+    if not isinstance(request, Mapping):
+        raise BadReview("request: missing or not an object")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BadReview("request.uid: missing or not a non-empty string")
+    for key in ("kind", "resource", "userInfo"):
+        if key in request and not isinstance(request[key], Mapping):
+            raise BadReview(f"request.{key}: must be an object")
+    for key in ("kind", "resource"):
+        for field_name, value in (request.get(key) or {}).items():
+            if not isinstance(value, str):
+                raise BadReview(f"request.{key}.{field_name}: must be a string")
+    username = (request.get("userInfo") or {}).get("username")
+    if username is not None and not isinstance(username, str):
+        raise BadReview("request.userInfo.username: must be a string")
+    for key in ("object", "oldObject"):
+        if request.get(key) is not None and not isinstance(request[key], Mapping):
+            raise BadReview(f"request.{key}: must be an object or null")
+    for key in ("operation", "namespace", "subResource", "name"):
+        if request.get(key) is not None and not isinstance(request[key], str):
+            raise BadReview(f"request.{key}: must be a string")
+    return dict(request)
+
+
+def review(response: Mapping[str, Any]) -> dict[str, Any]:
+    """Wrap a response into the AdmissionReview the API server expects."""
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": dict(response)}
+
+
+def allow(request: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"uid": request["uid"], "allowed": True, **extra}
+
+
+def deny(request: Mapping[str, Any], code: int, reason: str, message: str,
+         **extra: Any) -> dict[str, Any]:
+    return {"uid": request["uid"], "allowed": False,
+            "status": {"code": code, "reason": reason, "message": message}, **extra}
+
+
+def with_patch(request: Mapping[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
+    if not ops:
+        return allow(request)
+    patch = base64.b64encode(json.dumps(ops, separators=(",", ":")).encode()).decode()
+    return allow(request, patchType="JSONPatch", patch=patch)
+
+
+def _object(request: Mapping[str, Any], what: str,
+            check: Callable[[Mapping[str, Any], str], None] = check_object_shape,
+            ) -> Mapping[str, Any]:
+    """`request.object`, with the fields poolguard reads checked for their shape."""
+    obj = request.get("object")
+    if not isinstance(obj, Mapping):
+        raise BadReview(f"request.object: missing; a {what} review needs the object")
+    _check_shape(obj, "request.object", check)
+    return obj
+
+
+def _check_shape(obj: Mapping[str, Any], where: str,
+                 check: Callable[[Mapping[str, Any], str], None] = check_object_shape) -> None:
+    try:
+        check(obj, where)
+    except ShapeError as err:
+        raise BadReview(str(err)) from None
+
+
+def _is(request: Mapping[str, Any], resource: str, sub_resource: str = "") -> bool:
+    return ((request.get("resource") or {}).get("resource") == resource
+            and (request.get("subResource") or "") == sub_resource)
+
+
+# --- pods CREATE ---------------------------------------------------------------------
+
+
+def review_pod_create(request: Mapping[str, Any], ctx: Context) -> Decision:
+    """Validate an explicit cost; inject the pool's cost when the pool is already known."""
+    if not _is(request, "pods") or request.get("operation") != "CREATE":
+        return Decision(allow(request), Outcome.IGNORED)
+    pod = _object(request, "pod", check_placement_shape)  # the hot path reads only these
+    try:
+        check_deletion_cost(annotations_of(pod))
+    except InvalidDeletionCost as err:
+        name = go_quote(_pod_name(pod, request))
+        return Decision(deny(request, 422, "Invalid", f"Pod {name} is invalid: {err}"),
+                        Outcome.INVALID_COST)
+    namespace = request.get("namespace") or (pod.get("metadata") or {}).get("namespace") or ""
+    if not is_governed(ctx.policy, ctx.view.namespace_labels(namespace), labels_of(pod)):
+        return Decision(allow(request), Outcome.NOT_GOVERNED)
+    node_name = spec_of(pod).get("nodeName")
+    if node_name:
+        node = ctx.view.node(node_name)
+        if node is None:
+            return Decision(allow(request), Outcome.NODE_UNKNOWN)
+        pool = ctx.policy.pool_of_node(node)
+    else:
+        pool = pinned_pool(ctx.policy, pod)
+        if pool is None:
+            return Decision(allow(request), Outcome.POOL_UNKNOWN)  # the binding webhook sets it
+    decision = decide_cost(ctx.policy, annotations_of(pod), pool)
+    outcome = Outcome(decision.action)
+    if decision.action != SET:
+        return Decision(allow(request), outcome)
+    return Decision(with_patch(request, annotation_patch(pod, decision.annotations,
+                                                         decision.stale)), outcome)
+
+
+def _pod_name(pod: Mapping[str, Any], request: Mapping[str, Any]) -> str:
+    metadata = pod.get("metadata") or {}
+    return metadata.get("name") or request.get("name") or metadata.get("generateName") or ""
+
+
+# --- pods/binding CREATE -------------------------------------------------------------
+
+
+def review_binding(request: Mapping[str, Any], ctx: Context) -> Decision:
+    """Add the target node's pool cost to the Binding; the API server copies it to the pod."""
+    if not _is(request, "pods", "binding") or request.get("operation") != "CREATE":
+        return Decision(allow(request), Outcome.IGNORED)
+    binding = _object(request, "binding", check_placement_shape)
+    target = binding.get("target")
+    if not isinstance(target, Mapping) or not isinstance(target.get("name"), str):
+        raise BadReview("request.object.target.name: a Binding needs its target node")
+    namespace = request.get("namespace") or ""
+    pod_name = request.get("name") or (binding.get("metadata") or {}).get("name") or ""
+    pod = (ctx.find_pod or ctx.view.pod)(namespace, pod_name)
+    if pod is None:  # the reconciler sets the cost once it sees the pod
+        return Decision(allow(request), Outcome.POD_UNKNOWN)
+    if not is_governed(ctx.policy, ctx.view.namespace_labels(namespace), labels_of(pod)):
+        return Decision(allow(request), Outcome.NOT_GOVERNED)
+    node = ctx.view.node(target["name"])
+    if node is None:
+        return Decision(allow(request), Outcome.NODE_UNKNOWN)
+    # The Binding's annotations overwrite the pod's, so decide on both together.
+    merged = {**annotations_of(pod), **annotations_of(binding)}
+    decision = decide_cost(ctx.policy, merged, ctx.policy.pool_of_node(node))
+    outcome = Outcome(decision.action)
+    if decision.action != SET:
+        return Decision(allow(request), outcome)
+    return Decision(with_patch(request, annotation_patch(binding, decision.annotations)), outcome)
+
+
+# --- scale -----------------------------------------------------------------------------
+
+
+def review_scale(request: Mapping[str, Any], ctx: Context) -> Decision:
+    """Predict the victims of a scale-down and allow, warn or deny per the policy."""
+    resource = (request.get("resource") or {}).get("resource")
+    kind = WORKLOAD_RESOURCES.get(resource or "")
+    sub = request.get("subResource") or ""
+    if kind is None or request.get("operation") != "UPDATE" or sub not in ("", "scale"):
+        return Decision(allow(request), Outcome.IGNORED)
+    username = (request.get("userInfo") or {}).get("username")
+    if username in ctx.policy.scale_down.exempt_users:
+        return Decision(allow(request), Outcome.EXEMPT_USER)
+    new, old = _object(request, "scale"), request.get("oldObject")
+    if isinstance(old, Mapping):
+        _check_shape(old, "request.oldObject")
+    to_replicas = _replicas(new, "request.object")
+    namespace, name = request.get("namespace") or "", request.get("name") or ""
+    # The cache's copy is the API server's own; an UPDATE's oldObject stands in for a
+    # workload the cache has not seen yet.
+    workload = ctx.view.workload(kind, namespace, name)
+    if workload is None and sub == "" and isinstance(old, Mapping):
+        workload = old
+    from_replicas = (_replicas(old, "request.oldObject") if isinstance(old, Mapping)
+                     else replicas_of(workload) if workload else None)
+    if from_replicas is not None and to_replicas >= from_replicas:
+        return Decision(allow(request), Outcome.NOT_SCALE_DOWN)
+    # An untrusted cache cannot even say whether the workload is governed.
+    problem = ctx.view_problem()
+    if problem:
+        return _untrusted(request, ctx, problem)
+    if workload is None:
+        return _untrusted(request, ctx, f"{kind} {namespace}/{name} is not in poolguard's cache")
+    template_labels = ((spec_of(workload).get("template") or {}).get("metadata") or {}).get(
+        "labels") or {}
+    if not is_governed(ctx.policy, ctx.view.namespace_labels(namespace), template_labels):
+        return Decision(allow(request), Outcome.NOT_GOVERNED)
+    assessment = assess_scale(ctx.view, ctx.policy, workload, to_replicas, ctx.now_ns())
+    return _scale_response(request, ctx, assessment)
+
+
+def _replicas(obj: Any, where: str) -> int:
+    value = spec_of(obj).get("replicas") if isinstance(obj, Mapping) else None
+    if value is None:
+        # autoscaling/v1 Scale omits replicas when it is 0; workloads default it to 1
+        return 0 if isinstance(obj, Mapping) and obj.get("kind") == "Scale" else 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadReview(f"{where}.spec.replicas: must be a non-negative integer")
+    return value
+
+
+def _untrusted(request: Mapping[str, Any], ctx: Context, problem: str) -> Decision:
+    """No trustworthy prediction: follow the configured fail-open or fail-closed setting."""
+    message = f"poolguard could not check this scale-down: {problem}"
+    if ctx.fail_closed:
+        return Decision(deny(request, 503, "ServiceUnavailable", message + "; retry shortly"),
+                        Outcome.UNCHECKED_DENIED)
+    return Decision(allow(request, warnings=_warnings([message])), Outcome.UNCHECKED_ALLOWED)
+
+
+def _scale_response(request: Mapping[str, Any], ctx: Context,
+                    assessment: Assessment) -> Decision:
+    prediction, verdict = assessment.prediction, assessment.verdict
+    victims = [p.name for p in prediction.victims]
+    audit = {"victims": _clip(",".join(victims), 1000) or "none",
+             "verdict": "allowed" if not verdict.violations else (
+                 "denied" if not verdict.allowed else f"violation-{verdict.enforcement}")}
+    if verdict.violations:
+        audit["rules"] = ",".join(v.rule for v in verdict.violations)
+    rules = tuple(v.rule for v in verdict.violations)
+    header = (f"scaling {prediction.kind} {prediction.namespace}/{prediction.name} from "
+              f"{prediction.from_replicas} to {prediction.to_replicas}")
+    hints = [f"poolguard: {w}" for w in verdict.warnings]
+    if not verdict.violations:
+        return Decision(allow(request, warnings=_warnings(hints)), Outcome.ALLOWED, audit=audit)
+    details = "; ".join(f"[{v.rule}] {v.message}" for v in verdict.violations)
+    if not verdict.allowed:
+        return Decision(deny(request, 403, "Forbidden",
+                             f"poolguard: {header} breaks the inference-pool policy: {details}",
+                             warnings=_warnings(hints)),
+                        Outcome.DENIED, violated_rules=rules, audit=audit)
+    if verdict.enforcement == "dryrun":
+        return Decision(allow(request), Outcome.DRYRUN, violated_rules=rules, audit=audit)
+    lines = [f"poolguard: {header} breaks the policy (enforcement: warn)"]
+    for violation in verdict.violations:
+        message, _, fix = violation.message.partition("; fix: ")
+        lines.append(f"poolguard [{violation.rule}] {message}")
+        if fix:
+            lines.append(f"poolguard fix: {fix}")
+    return Decision(allow(request, warnings=_warnings(lines + hints)), Outcome.WARNED,
+                    violated_rules=rules, audit=audit)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _warnings(texts: Any) -> list[str]:
+    """Single-line warnings of at most 120 characters: long texts continue on more lines.
+
+    Stops before the API server's 4096-character total, where it would cut them itself.
+    """
+    out: list[str] = []
+    total = 0
+    for text in texts:
+        for line in textwrap.wrap(" ".join(text.split()), MAX_WARNING_LENGTH,
+                                  subsequent_indent="... ", break_on_hyphens=False):
+            if total + len(line) > MAX_WARNINGS_TOTAL:
+                return out
+            out.append(line)
+            total += len(line)
+    return out
+
+
+# --- workload templates ---------------------------------------------------------------
+
+
+def review_workload(request: Mapping[str, Any], ctx: Context) -> Decision:
+    """Deny a workload whose pod template carries a cost the API server would reject."""
+    resource = (request.get("resource") or {}).get("resource")
+    if (resource not in WORKLOAD_RESOURCES or request.get("subResource")
+            or request.get("operation") not in ("CREATE", "UPDATE")):
+        return Decision(allow(request), Outcome.IGNORED)
+    workload = _object(request, "workload")
+    annotations = _template_annotations(workload, "request.object")
+    old = request.get("oldObject")
+    if isinstance(old, Mapping):
+        _check_shape(old, "request.oldObject")
+        previous = _template_annotations(old, "request.oldObject").get(DELETION_COST_ANNOTATION)
+        # As the API server (AllowInvalidPodDeletionCost): an update may keep or change a
+        # cost that was already invalid; only a newly invalid value is refused.
+        if previous is not None and not is_valid_deletion_cost(str(previous)):
+            return Decision(allow(request), Outcome.PREVIOUSLY_INVALID)
+    try:
+        check_deletion_cost(annotations, "spec.template.annotations")  # as the API server names it
+    except InvalidDeletionCost as err:
+        kind = WORKLOAD_RESOURCES[resource]
+        name = (workload.get("metadata") or {}).get("name") or request.get("name") or ""
+        return Decision(deny(request, 422, "Invalid",
+                             f"{kind}.apps {go_quote(name)} is invalid: {err}"),
+                        Outcome.INVALID_COST)
+    return Decision(allow(request), Outcome.VALID)
+
+
+def _template_annotations(workload: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    # The shape checks ran before: spec, its template and their metadata are objects or absent.
+    template = spec_of(workload).get("template") or {}
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    if not isinstance(annotations, Mapping):
+        raise BadReview(f"{where}.spec.template.metadata.annotations: must be an object")
+    return annotations

@@ -1,0 +1,48 @@
+"""`python -m webhook`: the command line. Each command lives in its own module."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+
+from ..errors import EXIT_USAGE, InputError
+from .argtypes import OneLineErrors
+from .plan import add_plan_parser
+from .reconcile import add_reconcile_parser
+from .serve import add_serve_parser
+
+PARSER_BUILDERS: list[Callable[[argparse._SubParsersAction], None]] = [
+    add_plan_parser,
+    add_serve_parser,
+    add_reconcile_parser,
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineErrors(
+        prog="python -m webhook",
+        description="poolguard: keeps GPU inference replicas on the inference pool when "
+        "workloads scale down.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in PARSER_BUILDERS:
+        add(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command; unusable input exits 2 with a one-line `error:` on stderr."""
+    args = build_parser().parse_args(argv)
+    # urllib3 logs each connection retry as a warning; our errors say it in one line.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+    try:
+        return args.run(args)
+    except InputError as err:  # every command: one `error:` line, exit code 2
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""`python -m webhook reconcile`: flags, modes, signals and exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import urllib3
+from kubernetes import client
+
+from ..cluster.kubeclient import (
+    ApiError,
+    KubeConfigError,
+    add_cluster_arguments,
+    api_client_from,
+    describe_error,
+    server_of,
+)
+from ..cluster.state import PolicyHolder, load_policy
+from ..core.policy import Policy
+from ..errors import InputError, LeaseHeldError
+from ..reconciler.metrics import serve_http
+from ..reconciler.service import (
+    FAILED,
+    Options,
+    Service,
+    run_cleanup,
+    run_once,
+)
+from .argtypes import number
+
+SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+FALLBACK_NAMESPACE = "poolguard"
+EXIT_OK, EXIT_FAILED = 0, 1
+log = logging.getLogger("poolguard.reconciler")
+
+
+class ReconcileError(InputError):
+    """Unusable flags or an unreachable API server: one `error:` line, exit code 2."""
+
+
+def default_namespace(path: str = SA_NAMESPACE_FILE) -> str:
+    """The pod's own namespace ($POD_NAMESPACE, else its service account mount), else
+    `poolguard`."""
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        return Path(path).read_text(encoding="utf-8").strip() or FALLBACK_NAMESPACE
+    except OSError:
+        return FALLBACK_NAMESPACE
+
+
+def unique_identity() -> str:
+    """$POD_NAME (else the hostname) plus a random suffix, as kube-controller-manager does:
+    a `kubectl exec` into the leader's pod must not share its identity."""
+    base = os.environ.get("POD_NAME") or socket.gethostname()
+    return f"{base}_{uuid.uuid4()}"
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 disables)")
+    return int(text)
+
+
+def add_reconcile_parser(commands: argparse._SubParsersAction) -> None:
+    """Register the `reconcile` subcommand."""
+    parser = commands.add_parser(
+        "reconcile",
+        help="set the deletion cost on existing pods (repairs what the webhooks missed)",
+        description="Watch pods, nodes and namespaces and set the pod-deletion-cost of every "
+        "scheduled pod the policy governs to its pool's cost, keeping values people set. "
+        "Leader-elected through a Lease; only the leader writes. Exit codes: 0 done, 1 a "
+        "write failed or another reconciler holds the lease, 2 unusable input or an "
+        "unreachable API server.",
+    )
+    parser.add_argument("--policy", metavar="FILE",
+                        help="policy YAML (required, except with --cleanup)")
+    add_cluster_arguments(parser)
+    _add_mode_arguments(parser)
+    _add_lease_arguments(parser)
+    parser.set_defaults(run=run_reconcile)
+
+
+def _add_mode_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--once", action="store_true",
+                        help="one pass over every pod, print a summary, exit")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print one line per pod it would change and write nothing "
+                        "(takes no lease)")
+    parser.add_argument("--cleanup", action="store_true",
+                        help="remove the annotations poolguard owns from every pod, then exit "
+                        "(for uninstall)")
+    parser.add_argument("--qps", type=number(float, 0, above=True), default=5.0, metavar="N",
+                        help="pod writes per second (token bucket; default 5)")
+    parser.add_argument("--burst", type=number(int, 0, above=True), default=10, metavar="N",
+                        help="writes allowed in a burst (default 10)")
+    parser.add_argument("--resync-seconds", type=number(float, 0, above=True), default=600.0,
+                        metavar="SECONDS",
+                        help="re-check every cached pod this often (default 600)")
+    parser.add_argument("--exclude-namespace", action="append", metavar="NS",
+                        help="never touch pods in NS; repeatable (default: kube-system and "
+                        "the lease namespace)")
+    parser.add_argument("--no-events", action="store_true",
+                        help="do not emit a Kubernetes Event for each re-costed pod")
+    parser.add_argument("--metrics-port", type=_port, default=9090, metavar="PORT",
+                        help="plain-HTTP port for /metrics and /healthz; 0 disables (default "
+                        "9090; not served with --once or --cleanup)")
+    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
+                        default="info", help="log level on stderr (default info)")
+
+
+def _add_lease_arguments(parser: argparse.ArgumentParser) -> None:
+    lease = parser.add_argument_group("leader election")
+    lease.add_argument("--lease-name", default="poolguard-reconciler", metavar="NAME",
+                       help="coordination.k8s.io/v1 Lease name (default poolguard-reconciler)")
+    lease.add_argument("--lease-namespace", metavar="NS",
+                       help="the Lease's namespace (default: $POD_NAMESPACE, else this pod's "
+                       "service account namespace, else poolguard)")
+    lease.add_argument("--identity", metavar="NAME",
+                       help="this candidate's holderIdentity (default: $POD_NAME, else the "
+                       "hostname, plus a random suffix)")
+    lease.add_argument("--lease-duration", type=number(int, 0, above=True), default=15,
+                       metavar="SECONDS",
+                       help="how long a silent holder keeps the lease (default 15)")
+    lease.add_argument("--renew-deadline", type=number(float, 0, above=True), default=10.0,
+                       metavar="SECONDS",
+                       help="the leader stops writing if it could not renew for this long "
+                       "(default 10)")
+    lease.add_argument("--retry-period", type=number(float, 0, above=True), default=2.0,
+                       metavar="SECONDS",
+                       help="time between lease renewals and acquire attempts (default 2)")
+
+
+def options_from(args: argparse.Namespace) -> Options:
+    """Options from parsed flags, with the defaults that depend on the environment."""
+    if not args.retry_period < args.renew_deadline < args.lease_duration:
+        raise ReconcileError("need --retry-period < --renew-deadline < --lease-duration, got "
+                             f"{args.retry_period}, {args.renew_deadline}, "
+                             f"{args.lease_duration}")
+    namespace = args.lease_namespace or default_namespace()
+    excluded = args.exclude_namespace or ["kube-system", namespace]
+    return Options(dry_run=args.dry_run, qps=args.qps, burst=args.burst,
+                   resync_seconds=args.resync_seconds, events=not args.no_events,
+                   exclude_namespaces=tuple(excluded),
+                   identity=args.identity or unique_identity(),
+                   lease_namespace=namespace, lease_name=args.lease_name,
+                   lease_duration=args.lease_duration, renew_deadline=args.renew_deadline,
+                   retry_period=args.retry_period)
+
+
+def run_reconcile(args: argparse.Namespace) -> int:
+    """The `reconcile` command."""
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.cleanup and args.once:
+        raise ReconcileError("--cleanup is a one-shot pass already; leave out --once")
+    if args.policy is None and not args.cleanup:
+        raise ReconcileError("--policy FILE is required (the policy the webhooks use)")
+    options = options_from(args)
+    policy = None if args.cleanup else load_policy(args.policy)
+    try:
+        api = api_client_from(args.kubeconfig, args.context)
+    except KubeConfigError as err:
+        raise ReconcileError(str(err)) from None
+    api.user_agent = f"{api.user_agent} reconciler/{options.identity}"
+    stop = _stop_on_signals()
+    try:
+        return _run(api, policy, options, args, stop)
+    except LeaseHeldError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    except ApiError as err:
+        raise ReconcileError(f"the API server at {server_of(api)} refused: {err}") from None
+    except (urllib3.exceptions.HTTPError, OSError) as err:
+        raise ReconcileError(f"cannot reach the API server at {server_of(api)}: "
+                             f"{describe_error(err)}") from None
+    finally:
+        api.close()
+
+
+def _run(api: client.ApiClient, policy: Policy | None, options: Options,
+         args: argparse.Namespace, stop: threading.Event) -> int:
+    if args.cleanup:
+        summary = run_cleanup(api, options, stop=stop)
+        print(f"cleanup: {summary.cleanup_line(options.dry_run)}")
+    elif args.once:
+        assert policy is not None
+        summary = run_once(api, policy, options, stop=stop)
+        print(f"reconcile: {summary.line(options.dry_run)}")
+    else:
+        return _serve(api, PolicyHolder(args.policy), options, args.metrics_port, stop)
+    # A pass cut short (leadership lost, SIGTERM) has not done its job: say so.
+    incomplete = summary.skipped["not-leader"] + summary.skipped["stopping"]
+    if incomplete:
+        print(f"error: the pass stopped early: {incomplete} pods were not reconciled "
+              "(lost the lease or asked to stop)", file=sys.stderr)
+    return EXIT_FAILED if summary.outcomes[FAILED] or incomplete else EXIT_OK
+
+
+def _serve(api: client.ApiClient, policy_file: PolicyHolder, options: Options,
+           metrics_port: int, stop: threading.Event) -> int:
+    service = Service(api, policy_file.policy, options, policy_file=policy_file)
+    try:
+        http = serve_http(metrics_port, service.metrics, service.health) if metrics_port else None
+    except OSError as err:  # not an API problem: say which port
+        raise ReconcileError(f"--metrics-port {metrics_port}: cannot listen: "
+                             f"{err.strerror or err}") from None
+    log.info("reconciler %s: lease %s/%s, %.3g writes/s (burst %d), resync every %.0fs%s",
+             options.identity, options.lease_namespace, options.lease_name, options.qps,
+             options.burst, options.resync_seconds, ", dry run" if options.dry_run else "")
+    try:
+        service.run(stop)
+    finally:
+        if http is not None:
+            http.shutdown()
+            http.server_close()
+    return EXIT_OK
+
+
+def _stop_on_signals() -> threading.Event:
+    """An Event set by SIGTERM or SIGINT (the pod is stopping): passes end, lease released."""
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+    return stop

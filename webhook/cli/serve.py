@@ -1,0 +1,86 @@
+"""`serve`: the admission webhook under gunicorn over TLS (webhook.admission.gunicorn)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import ssl
+import tempfile
+from pathlib import Path
+
+from ..cluster.kubeclient import add_cluster_arguments
+from ..cluster.state import load_policy
+from ..errors import CommandError
+
+
+def add_serve_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "serve", help="run the admission webhook over HTTPS",
+        description="Serve the admission webhook over TLS with gunicorn. Reads the cluster "
+        "from --state FILE, or live through watches (kubeconfig resolved like kubectl, else "
+        "in-cluster).")
+    parser.add_argument("--policy", metavar="FILE",
+                        help="policy YAML, re-read when it changes (default: built-in policy)")
+    parser.add_argument("--cert", required=True, metavar="FILE",
+                        help="serving certificate (PEM), reloaded when rotated")
+    parser.add_argument("--key", required=True, metavar="FILE", help="its private key (PEM)")
+    parser.add_argument("--port", type=int, default=8443, help="HTTPS port (default 8443)")
+    parser.add_argument("--host", default="0.0.0.0", help="address to bind (default 0.0.0.0)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="gunicorn worker processes (default 2)")
+    parser.add_argument("--threads", type=int, default=8,
+                        help="threads per worker, each one connection at a time (default 8)")
+    parser.add_argument("--worker-class", choices=("gthread", "sync"), default="gthread",
+                        help="gthread (default) keeps the API server's connections alive; "
+                        "sync closes each after one request (for comparison only)")
+    parser.add_argument("--state", metavar="FILE",
+                        help="serve from a cluster-state file instead of a live cluster")
+    add_cluster_arguments(parser)
+    parser.add_argument("--max-staleness", type=float, default=120.0, metavar="SECONDS",
+                        help="a cache not heard from the API for longer is not trusted for "
+                        "scale checks (default 120)")
+    parser.add_argument("--fail-closed", action="store_true",
+                        help="deny scale-downs that cannot be checked (stale cache, unknown "
+                        "workload); default: allow them with a warning")
+    parser.add_argument("--access-log", action="store_true", help="log every request")
+    parser.add_argument("--log-level", default="info",
+                        choices=("debug", "info", "warning", "error"))
+    parser.set_defaults(run=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    for option, path in (("--cert", args.cert), ("--key", args.key), ("--policy", args.policy),
+                         ("--state", args.state)):
+        if path is not None and not Path(path).is_file():
+            raise CommandError(f"{option} {path}: no such file")
+    if args.state and (args.kubeconfig or args.context):
+        raise CommandError("--state serves from a file: leave out --kubeconfig and --context")
+    if args.workers < 1 or args.threads < 1:
+        raise CommandError("--workers and --threads must be 1 or more")
+    _prepare_metrics_dir()
+    load_policy(args.policy)  # a bad policy stops startup here, with the field named
+    from ..admission.gunicorn import GunicornServer  # gunicorn and Flask only for `serve`
+
+    try:
+        server = GunicornServer(args)
+    except (ssl.SSLError, OSError) as err:
+        raise CommandError(f"cannot load --cert {args.cert} / --key {args.key}: {err}") from None
+    server.run()
+    return 0
+
+
+def _prepare_metrics_dir() -> None:
+    """One metrics directory for all workers, emptied of an earlier run's files."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not directory:
+        directory = tempfile.mkdtemp(prefix="poolguard-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    for stale in Path(directory).glob("*.db"):
+        stale.unlink()
+    # prometheus_client picks per-process or multiprocess values when it is first
+    # imported, and `python -m webhook` imports it (for the reconciler) before this
+    # runs: choose again, or the workers count in memory and /metrics stays empty.
+    from prometheus_client import values
+
+    values.ValueClass = values.get_value_class()

@@ -1,0 +1,383 @@
+"""The live ClusterView: an in-memory cache of the cluster, fed by watches.
+
+One thread per resource (a "reflector", as client-go calls it) lists the resource,
+then watches it from the list's resourceVersion with bookmarks; a `410 Gone` (the
+resourceVersion fell out of the server's history) makes it list again, and any other
+error or a lost connection makes it wait (exponential backoff) and resume the watch
+from the last resourceVersion it saw. Reads are served from memory under a lock and
+never touch the network.
+
+Why raw list+watch rather than `kubernetes.watch.Watch`: Watch deserializes every
+event into generated model classes (which drop fields they do not know, and cost
+time on large pods), retries a 410 once by itself instead of letting us relist, and
+gives no handle on the open response, so a blocked read could not be interrupted on
+stop(). We issue the same requests through the client's ApiClient (see
+webhook.kubeclient) and decode JSON lines ourselves; objects are stored exactly as
+the API returns them, with `kind` and `apiVersion` filled in for list items.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from kubernetes import client
+
+from ..core.cluster import (
+    DEPLOYMENTS,
+    NAMESPACES,
+    NODES,
+    PODS,
+    REPLICASETS,
+    RESOURCE_OF_KIND,
+    RESOURCES,
+    STATEFULSETS,
+    Resource,
+)
+from ..core.kube import labels_of, name_of, namespace_of
+from ..errors import GoneError
+from .kubeclient import (
+    LIST_TIMEOUT,
+    ApiError,
+    describe_error,
+    iter_json_lines,
+    open_stream,
+    request_json,
+)
+from .state import ListedSnapshot
+
+log = logging.getLogger("poolguard.live")
+
+Obj = Mapping[str, Any]
+# callback(resource name, event type, object, previous object or None); event types are
+# ADDED, MODIFIED and DELETED, also for the differences a relist finds.
+EventCallback = Callable[[str, str, Obj, Obj | None], None]
+
+
+ALL_RESOURCES = RESOURCES
+# The order a saved state lists kinds in (the example state file's order).
+SNAPSHOT_RESOURCES = (NAMESPACES, NODES, DEPLOYMENTS, REPLICASETS, STATEFULSETS, PODS)
+
+
+class LiveCluster:
+    """A ClusterView over watch-fed caches of `resources` (all six by default)."""
+
+    def __init__(self, api: client.ApiClient, resources: Iterable[Resource] = ALL_RESOURCES,
+                 *, watch_timeout: int = 300, backoff_initial: float = 0.5,
+                 backoff_max: float = 30.0) -> None:
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._callbacks: list[EventCallback] = []
+        self._store: dict[str, dict[str, dict[str, Obj]]] = {}
+        self._reflectors = {r.name: _Reflector(self, api, r, watch_timeout, backoff_initial,
+                                               backoff_max) for r in resources}
+        for name in self._reflectors:
+            self._store[name] = {}
+
+    # ----- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> LiveCluster:
+        """Start one list+watch thread per resource; returns at once."""
+        self._stop.clear()
+        for reflector in self._reflectors.values():
+            reflector.start(self._stop)
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the threads, cutting open watches; waits up to `timeout` seconds."""
+        self._stop.set()
+        for reflector in self._reflectors.values():
+            reflector.interrupt()
+        deadline = time.monotonic() + timeout
+        for reflector in self._reflectors.values():
+            reflector.join(max(deadline - time.monotonic(), 0.0))
+
+    def on_event(self, callback: EventCallback) -> None:
+        """Call `callback(resource, type, obj, old)` after each change is in the cache.
+
+        Callbacks run on the resource's watch thread: keep them short (enqueue work).
+        """
+        self._callbacks.append(callback)
+
+    @property
+    def synced(self) -> bool:
+        """Every resource has been listed at least once."""
+        return all(r.synced.is_set() for r in self._reflectors.values())
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        """Wait until every resource has been listed once; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for reflector in self._reflectors.values():
+            remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if not reflector.synced.wait(remaining):
+                return False
+        return True
+
+    def staleness_seconds(self) -> float:
+        """Seconds since the least recently heard-from resource last heard from the API
+        (an event, a bookmark, an opened watch or a (re)list); inf before the first list."""
+        heard = [r.last_heard for r in self._reflectors.values()]
+        known = [h for h in heard if h is not None]
+        if not known or len(known) < len(heard):
+            return math.inf
+        return max(time.monotonic() - min(known), 0.0)
+
+    def sync_status(self) -> dict[str, Any]:
+        """Per-resource sync details (JSON-ready) for /readyz and /healthz."""
+        staleness = self.staleness_seconds()
+        with self._lock:
+            counts = {name: sum(len(v) for v in by_ns.values())
+                      for name, by_ns in self._store.items()}
+        return {
+            "synced": self.synced,
+            "stalenessSeconds": None if math.isinf(staleness) else round(staleness, 3),
+            "resources": {name: r.status(counts[name]) for name, r in self._reflectors.items()},
+        }
+
+    # ----- ClusterView -----------------------------------------------------------------
+
+    def pods(self, namespace: str) -> Sequence[Obj]:
+        return self._list_in("pods", namespace)
+
+    def all_pods(self) -> list[Obj]:
+        """Every cached pod, in all namespaces."""
+        return self._list_all("pods")
+
+    def pod(self, namespace: str, name: str) -> Obj | None:
+        """The cached pod, or None."""
+        return self._get("pods", namespace, name)
+
+    def replicasets(self, namespace: str) -> Sequence[Obj]:
+        return self._list_in("replicasets", namespace)
+
+    def node(self, name: str) -> Obj | None:
+        return self._get("nodes", "", name)
+
+    def nodes(self) -> list[Obj]:
+        """Every cached node."""
+        return self._list_all("nodes")
+
+    def namespace_labels(self, name: str) -> Mapping[str, str]:
+        namespace = self._get("namespaces", "", name)
+        return labels_of(namespace) if namespace else {}
+
+    def workload(self, kind: str, namespace: str, name: str) -> Obj | None:
+        resource = RESOURCE_OF_KIND.get(kind)
+        return self._get(resource, namespace, name) if resource else None
+
+    def _list_in(self, resource: str, namespace: str) -> list[Obj]:
+        with self._lock:
+            return list(self._store.get(resource, {}).get(namespace, {}).values())
+
+    def _list_all(self, resource: str) -> list[Obj]:
+        with self._lock:
+            return [obj for by_name in self._store.get(resource, {}).values()
+                    for obj in by_name.values()]
+
+    def _get(self, resource: str, namespace: str, name: str) -> Obj | None:
+        with self._lock:
+            return self._store.get(resource, {}).get(namespace, {}).get(name)
+
+    # ----- updates from the reflectors -------------------------------------------------
+
+    def _replace(self, resource: Resource, items: list[Obj]) -> None:
+        """Install a fresh list; notify the differences from the previous contents."""
+        fresh: dict[str, dict[str, Obj]] = {}
+        for item in items:
+            fresh.setdefault(namespace_of(item), {})[name_of(item)] = item
+        with self._lock:
+            old = self._store[resource.name]
+            self._store[resource.name] = fresh
+        changes: list[tuple[str, Obj, Obj | None]] = []
+        for namespace, by_name in fresh.items():
+            for name, obj in by_name.items():
+                before = old.get(namespace, {}).get(name)
+                if before is None:
+                    changes.append(("ADDED", obj, None))
+                elif _rv(before) != _rv(obj):
+                    changes.append(("MODIFIED", obj, before))
+        for namespace, by_name in old.items():
+            for name, obj in by_name.items():
+                if name not in fresh.get(namespace, {}):
+                    changes.append(("DELETED", obj, obj))
+        for event_type, obj, before in changes:
+            self._notify(resource.name, event_type, obj, before)
+
+    def _apply(self, resource: Resource, event_type: str, obj: Obj) -> None:
+        namespace, name = namespace_of(obj), name_of(obj)
+        with self._lock:
+            by_name = self._store[resource.name].setdefault(namespace, {})
+            before = by_name.get(name)
+            if event_type == "DELETED":
+                by_name.pop(name, None)
+            else:
+                by_name[name] = obj
+        self._notify(resource.name, event_type, obj, before)
+
+    def _notify(self, resource: str, event_type: str, obj: Obj, before: Obj | None) -> None:
+        for callback in list(self._callbacks):
+            try:
+                callback(resource, event_type, obj, before)
+            except Exception:  # a broken callback must not stop the watch
+                log.exception("event callback failed for %s %s", resource, name_of(obj))
+
+
+class _Reflector:
+    """List, then watch one resource, forever; never raises out of its thread."""
+
+    def __init__(self, cluster: LiveCluster, api: client.ApiClient, resource: Resource,
+                 watch_timeout: int, backoff_initial: float, backoff_max: float) -> None:
+        self.cluster, self.api, self.resource = cluster, api, resource
+        self.watch_timeout = watch_timeout
+        self.backoff_initial, self.backoff_max = backoff_initial, backoff_max
+        self.synced = threading.Event()
+        self.last_heard: float | None = None
+        self.rv: str | None = None
+        self.lists = 0
+        self.errors = 0
+        self.last_error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._response: Any = None
+
+    def start(self, stop: threading.Event) -> None:
+        self._stop = stop
+        self._thread = threading.Thread(target=self.run, daemon=True,
+                                        name=f"watch-{self.resource.name}")
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def interrupt(self) -> None:
+        """Unblock a watch read in progress (called from stop())."""
+        response = self._response
+        if response is not None:
+            _close_response(response)
+
+    def status(self, objects: int) -> dict[str, Any]:
+        heard = self.last_heard
+        return {"synced": self.synced.is_set(), "resourceVersion": self.rv,
+                "objects": objects, "lists": self.lists, "errors": self.errors,
+                "lastError": self.last_error,
+                "lastHeardSecondsAgo": None if heard is None
+                else round(time.monotonic() - heard, 3)}
+
+    def run(self) -> None:
+        delay = self.backoff_initial
+        while not self._stop.is_set():
+            try:
+                if self.rv is None:
+                    self._list()
+                    delay = self.backoff_initial
+                if self._watch():
+                    delay = self.backoff_initial
+                else:  # the server ended a watch that brought nothing: do not spin
+                    self._stop.wait(delay)
+            except GoneError:  # the watch's resourceVersion left the server's history
+                log.info("%s: resourceVersion %s expired; listing again", self.resource.name,
+                         self.rv)
+                self.rv = None
+            except Exception as err:  # the thread must survive anything
+                if self._stop.is_set():
+                    break
+                self.errors += 1
+                self.last_error = describe_error(err)
+                log.warning("%s: %s; retrying in %.1fs", self.resource.name, self.last_error,
+                            delay)
+                self._stop.wait(delay * random.uniform(1.0, 1.2))
+                delay = min(delay * 2, self.backoff_max)
+
+    def _heard(self) -> None:
+        self.last_heard = time.monotonic()
+
+    def _list(self) -> None:
+        items, rv = list_objects(self.api, self.resource)
+        self.cluster._replace(self.resource, items)
+        self.rv = rv
+        self.lists += 1
+        self._heard()
+        self.synced.set()
+
+    def _watch(self) -> bool:
+        """Watch from self.rv until the server ends the stream; True if anything came."""
+        timeout = random.randint(self.watch_timeout, 2 * self.watch_timeout)
+        query = {"watch": "true", "resourceVersion": self.rv, "allowWatchBookmarks": "true",
+                 "timeoutSeconds": timeout}
+        response = open_stream(self.api, self.resource.path, query, (5.0, timeout + 30.0))
+        self._response = response
+        received = False
+        try:
+            if self._stop.is_set():
+                return False
+            self._heard()
+            for event in iter_json_lines(response):
+                self._handle(event)
+                received = True
+        finally:
+            self._response = None
+            _close_response(response)
+        return received
+
+    def _handle(self, event: Mapping[str, Any]) -> None:
+        event_type, obj = event.get("type"), event.get("object") or {}
+        if event_type == "ERROR":
+            raise ApiError.of(int(obj.get("code") or 0), str(obj.get("reason") or "Error"),
+                              str(obj.get("message") or ""))
+        if event_type in ("ADDED", "MODIFIED", "DELETED"):
+            self.cluster._apply(self.resource, event_type, _typed(self.resource, obj))
+        elif event_type != "BOOKMARK":
+            log.warning("%s: ignoring watch event of type %r", self.resource.name, event_type)
+            return
+        self.rv = _rv(obj) or self.rv
+        self._heard()
+
+
+def _close_response(response: Any) -> None:
+    with contextlib.suppress(Exception):  # already closed, or urllib3 < 2.3
+        response.shutdown()  # unblocks a read in progress on another thread
+    with contextlib.suppress(Exception):
+        response.close()
+
+
+def _rv(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _typed(resource: Resource, item: Obj) -> Obj:
+    """The item with `apiVersion` and `kind` set (list responses leave them out)."""
+    if item.get("kind") and item.get("apiVersion"):
+        return item
+    return {"apiVersion": resource.api_version, "kind": resource.kind,
+            **{k: v for k, v in item.items() if k not in ("apiVersion", "kind")}}
+
+
+def list_objects(api: client.ApiClient, resource: Resource) -> tuple[list[Obj], str]:
+    """Every object of `resource` (with kind and apiVersion) and the list's resourceVersion.
+
+    Like client-go's reflector, resourceVersion=0 lets the API server answer from its
+    watch cache instead of a full read from etcd; a large cluster's list gets a longer
+    read timeout than ordinary requests.
+    """
+    body = request_json(api, "GET", resource.path, query={"resourceVersion": "0"},
+                        timeout=LIST_TIMEOUT)
+    items = [_typed(resource, item) for item in body.get("items") or []]
+    return items, str((body.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def read_snapshot(api: client.ApiClient,
+                  resources: Iterable[Resource] = SNAPSHOT_RESOURCES) -> ListedSnapshot:
+    """List every resource once: a Snapshot of the live cluster (for `plan`)."""
+    snapshot = ListedSnapshot()
+    for resource in resources:
+        items, _ = list_objects(api, resource)
+        for item in items:
+            snapshot.add(item)
+    return snapshot

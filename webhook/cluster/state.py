@@ -1,0 +1,163 @@
+"""Cluster state and policy files: the one place their format is read and written."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..core.cluster import Snapshot
+from ..core.policy import Policy, PolicyError, default_policy, parse_policy
+from ..core.shape import ShapeError, check_object_shape
+from ..errors import InputError
+from .filewatch import FileWatcher
+
+log = logging.getLogger("poolguard")
+Obj = Mapping[str, Any]
+
+try:  # the C loader is several times faster on large state files
+    _Loader: type = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - PyYAML built without libyaml
+    _Loader = yaml.SafeLoader
+
+DATA_DIR = Path(__file__).parent.parent / "data"
+EXAMPLE_POLICY = DATA_DIR / "policy.yaml"
+EXAMPLE_STATE = DATA_DIR / "cluster-state.yaml"
+
+
+class StateError(InputError):
+    """A state file that cannot be read; the message names the file and the place."""
+
+
+def read_documents(path: str | Path, what: str) -> list[Any]:
+    """All YAML/JSON documents in `path`, with errors that name the file and line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise StateError(f"{what} file {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise StateError(f"{what} file {path}: cannot read it: {err}") from None
+    try:
+        return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise StateError(f"{what} file {path}:{where}: not valid YAML or JSON: {problem}") from None
+
+
+def load_state(path: str | Path) -> Snapshot:
+    """A Snapshot from a `kubectl get ... -o yaml` List, or from multi-document YAML."""
+    snapshot = Snapshot(())
+    for obj in _objects(read_documents(path, "state"), str(path)):
+        snapshot.add(obj)
+    return snapshot
+
+
+def _objects(documents: list[Any], where: str) -> Iterator[Mapping[str, Any]]:
+    for index, doc in enumerate(documents):
+        yield from _flatten(doc, f"{where}: document {index + 1}")
+
+
+def _flatten(doc: Any, where: str) -> Iterator[Mapping[str, Any]]:
+    if not isinstance(doc, Mapping):
+        raise StateError(f"{where}: expected a Kubernetes object or List, got "
+                         f"{type(doc).__name__}")
+    kind = doc.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise StateError(f"{where}: object has no 'kind'")
+    if kind == "List" or kind.endswith("List"):
+        items = doc.get("items")
+        if not isinstance(items, list):
+            raise StateError(f"{where}: {kind} has no 'items' list")
+        for index, item in enumerate(items):
+            yield from _flatten(item, f"{where}, items[{index}]")
+        return
+    if not isinstance(doc.get("metadata"), Mapping) or not doc["metadata"].get("name"):
+        raise StateError(f"{where}: {kind} has no metadata.name")
+    try:
+        check_object_shape(doc, f"{kind} {doc['metadata'].get('namespace') or ''}"
+                                f"{'/' if doc['metadata'].get('namespace') else ''}"
+                                f"{doc['metadata']['name']}")
+    except ShapeError as err:
+        raise StateError(f"{where}: {err}") from None
+    yield doc
+
+
+class ListedSnapshot(Snapshot):
+    """A Snapshot that also keeps the objects it was given, in order (for saving)."""
+
+    def __init__(self, objects: Iterable[Obj] = ()) -> None:
+        self.items: list[Obj] = []
+        super().__init__(objects)
+
+    def add(self, obj: Obj) -> None:
+        self.items.append(obj)
+        super().add(obj)
+
+
+def snapshot_to_list(snapshot: ListedSnapshot) -> dict[str, Any]:
+    """A `kind: List` document of the snapshot's objects, which `--state` reads back."""
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
+            "items": [dict(item) for item in snapshot.items]}
+
+
+def write_state(path: str | Path, snapshot: ListedSnapshot, comment: str) -> None:
+    """Write `snapshot` as a kind: List YAML document that load_state reads back, with
+    `comment` as its first line. Errors: OSError."""
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml is much faster
+    text = yaml.dump(snapshot_to_list(snapshot), Dumper=dumper, sort_keys=False,
+                     default_flow_style=False, allow_unicode=True)
+    Path(path).write_text(f"# {comment}\n{text}", encoding="utf-8")
+
+
+def load_policy(path: str | Path | None) -> Policy:
+    """The policy in `path` (the built-in default when None); errors name file and field."""
+    if path is None:
+        return default_policy()
+    try:
+        documents = read_documents(path, "policy")
+    except StateError as err:
+        raise PolicyError(str(err)) from None
+    if len(documents) != 1:
+        raise PolicyError(f"policy file {path}: expected one YAML document, found "
+                          f"{len(documents)}")
+    return parse_policy(documents[0], source=f"policy file {path}")
+
+
+class PolicyHolder:
+    """The last good policy; re-reads its file when it changes and keeps the old on error."""
+
+    def __init__(self, path: str | None, on_error: Callable[[], None] = lambda: None,
+                 on_load: Callable[[], None] = lambda: None) -> None:
+        self.path = path
+        self._on_error, self._on_load = on_error, on_load
+        self.policy: Policy = load_policy(path)  # a bad file at start stops startup
+        self.error: str | None = None
+        self._watcher = FileWatcher(path) if path is not None else None
+        self._lock = threading.Lock()
+        on_load()
+
+    def refresh(self) -> None:
+        """Reload the file if it changed; an invalid file leaves the last good policy."""
+        if self._watcher is None or self._watcher.changed() is None:
+            return
+        with self._lock:
+            stamp = self._watcher.changed()
+            if stamp is None:
+                return
+            self._watcher.take(stamp)  # an invalid file is reported once, not every check
+            try:
+                self.policy = load_policy(self.path)
+            except PolicyError as err:
+                self.error = str(err)
+                self._on_error()
+                log.error("policy reload rejected, keeping the last good policy: %s", err)
+                return
+            self.error = None
+            self._on_load()
+            log.info("policy reloaded from %s", self.path)

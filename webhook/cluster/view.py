@@ -1,0 +1,28 @@
+"""What a cluster view can report about itself, beyond the reads the core makes."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from ..core.cluster import ClusterView
+
+
+@runtime_checkable
+class WatchedView(ClusterView, Protocol):
+    """A view fed by watches (LiveCluster): it may lag or be unsynced, and says so.
+
+    A state-file Snapshot is not one: it is complete and never changes.
+    """
+
+    @property
+    def synced(self) -> bool:
+        """Every watched resource has been listed at least once."""
+        ...
+
+    def staleness_seconds(self) -> float:
+        """Seconds since the quietest watch was last heard from."""
+        ...
+
+    def sync_status(self) -> dict[str, Any]:
+        """Per-resource sync details for /readyz."""
+        ...

@@ -1,0 +1,99 @@
+"""Prometheus metrics for the reconciler, and its /metrics and /healthz HTTP endpoint.
+
+Same style as webhook.admission.metrics: one module per program declares every metric
+and renders the exposition text. The reconciler is one process, so its metrics live in a
+registry of their own (one per Service, which keeps tests independent); the admission
+server's are shared by gunicorn workers through prometheus_client's multiprocess mode.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import prometheus_client as prom
+
+# What happened to a pod: the `outcome` label of poolguard_reconciler_pods.
+PATCHED = "patched"
+UNCHANGED_POD = "unchanged"
+KEPT = "kept"
+SKIPPED = "skipped"
+FAILED = "failed"
+CLEANED = "cleaned"
+UNTOUCHED = "untouched"
+
+
+class Metrics:
+    """The reconciler's Prometheus metrics, in a registry of their own."""
+
+    def __init__(self) -> None:
+        self.registry = prom.CollectorRegistry()
+        reg = self.registry
+        self.patches = prom.Counter("poolguard_reconciler_patches", "Pod patch requests by "
+                                    "result: patched, conflict, gone, error", ["result"],
+                                    registry=reg)
+        self.pods = prom.Counter("poolguard_reconciler_pods", "Pod evaluations by outcome: "
+                                 "patched, unchanged, kept, skipped, failed", ["outcome"],
+                                 registry=reg)
+        self.skipped = prom.Counter("poolguard_reconciler_pods_skipped", "Pods left alone, by "
+                                    "reason", ["reason"], registry=reg)
+        self.events = prom.Counter("poolguard_reconciler_events", "Kubernetes Events about "
+                                   "re-costed pods: sent, dropped (rate limit), failed",
+                                   ["result"], registry=reg)
+        self.resyncs = prom.Counter("poolguard_reconciler_resyncs", "Full passes over every "
+                                    "cached pod", registry=reg)
+        self.leader = prom.Gauge("poolguard_reconciler_leader", "1 while this instance holds "
+                                 "the Lease and may write", registry=reg)
+        self.queue_depth = prom.Gauge("poolguard_reconciler_queue_depth", "Pods waiting in the "
+                                      "work queue", registry=reg)
+        self.staleness = prom.Gauge("poolguard_reconciler_cache_staleness_seconds", "Seconds "
+                                    "since the least recently heard-from watch heard from the "
+                                    "API server", registry=reg)
+        for result in (PATCHED, "conflict", "gone", "error"):
+            self.patches.labels(result)
+        for outcome in (PATCHED, UNCHANGED_POD, KEPT, SKIPPED, FAILED):
+            self.pods.labels(outcome)
+
+    def render(self) -> tuple[bytes, str]:
+        """The exposition text for /metrics and its content type."""
+        return prom.generate_latest(self.registry), prom.CONTENT_TYPE_LATEST
+
+    def record(self, outcome: str, reason: str = "") -> None:
+        self.pods.labels(outcome).inc()
+        if outcome == SKIPPED:
+            self.skipped.labels(reason).inc()
+
+
+def serve_http(port: int, metrics: Metrics, health: Callable[[], tuple[bool, dict[str, Any]]],
+               host: str = "") -> ThreadingHTTPServer:
+    """Serve /metrics (Prometheus text) and /healthz (JSON) over plain HTTP in a thread."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] == "/metrics":
+                body, content_type = metrics.render()
+                self._send(200, content_type, body)
+            elif self.path.split("?")[0] == "/healthz":
+                ok, details = health()
+                self._send(200 if ok else 503, "application/json",
+                           json.dumps({"ok": ok, **details}).encode())
+            else:
+                self._send(404, "text/plain", b"not found\n")
+
+        def _send(self, status: int, content_type: str, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
+    return server
