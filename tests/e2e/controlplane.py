@@ -269,10 +269,20 @@ class ControlPlane:
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.popen.wait(timeout)
 
-    def stop(self) -> None:
-        """Stop everything, last started first."""
-        for name in reversed(list(self.processes)):
-            self.stop_process(name)
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop everything: SIGTERM to every group at once, SIGKILL to what is left after
+        `timeout` (the data is thrown away; nothing needs a graceful shutdown)."""
+        groups = [p.popen.pid for p in self.processes.values() if p.alive()]
+        for pgid in groups:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for pgid in groups:
+            _stop_group(pgid, max(deadline - time.monotonic(), 0.0))
+        for process in self.processes.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.popen.wait(timeout)
+        self.processes.clear()
 
     def check_alive(self) -> None:
         """Raise with the log tail of any component that died."""

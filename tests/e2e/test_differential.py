@@ -42,6 +42,7 @@ from tests.e2e.workloads import (
     bind,
     compare,
     deployment,
+    owners_of,
     pod_template,
     replicaset,
     statefulset,
@@ -171,13 +172,13 @@ class State:
         saved = self.out / f"seed-{self.seed}.state.yaml"
         document = plan_json(self.env, f"{workload}/{self.ns}/w", target,
                              "--save-state", str(saved))
-        before = set(active_pods(self.env, self.ns))
+        before = active_pods(self.env, self.ns)
         scaled = self.env.kubectl("-n", self.ns, "scale", f"{workload}/w",
                                   f"--replicas={target}")
         assert scaled.code == 0, str(scaled)
         self.settle()
-        deleted = before - set(active_pods(self.env, self.ns))
-        verdict = compare(document, deleted)
+        deleted = set(before) - set(active_pods(self.env, self.ns))
+        verdict = compare(document, deleted, owners_of(before))
         if verdict.ok:
             saved.unlink(missing_ok=True)
         else:

@@ -26,10 +26,12 @@ from tests.e2e.harness import (
 )
 from tests.e2e.workloads import (
     PodRecorder,
+    Verdict,
     active_pods,
     apply,
     compare,
     deployment,
+    owners_of,
     pod_template,
     replica_sets,
     statefulset,
@@ -68,16 +70,18 @@ def scale(env: Environment, ns: str, workload: str, replicas: int):
 
 
 def deleted_after_scale(env: Environment, ns: str, workload: str, replicas: int
-                        ) -> tuple[dict[str, Any], set[str]]:
-    """plan, then kubectl scale; the plan document and the pods the controllers deleted."""
+                        ) -> tuple[dict[str, Any], Verdict]:
+    """plan, then kubectl scale; the plan document and how the pods the controllers
+    deleted compare with it."""
     kind, name = workload.split("/")
     saved = env.run_dir / f"scenario-{ns}.state.yaml"  # for a bug report if it fails
     document = plan_json(env, f"{kind}/{ns}/{name}", replicas, "--save-state", str(saved))
-    before = set(active_pods(env, ns))
+    before = active_pods(env, ns)
     result = scale(env, ns, workload, replicas)
     assert result.code == 0, str(result)
     wait_settled(env, ns)
-    return document, before - set(active_pods(env, ns))
+    deleted = set(before) - set(active_pods(env, ns))
+    return document, compare(document, deleted, owners_of(before))
 
 
 def spread_deployment(env: Environment, ns: str, name: str, replicas: int) -> list[dict]:
@@ -270,10 +274,9 @@ def test_allowed_scale_down_deletes_the_pods_plan_predicted(env: Environment) ->
     ns = namespace(env, "allowed")
     spread_deployment(env, ns, "chat", 8)
     wait_settled(env, ns)
-    document, deleted = deleted_after_scale(env, ns, "deployment/chat", 5)
+    document, verdict = deleted_after_scale(env, ns, "deployment/chat", 5)
     assert document["allowed"] is True
-    assert len(deleted) == 3
-    verdict = compare(document, deleted)
+    assert len(verdict.deleted) == 3
     assert verdict.ok, (verdict, document)
     survivors = active_pods(env, ns).values()
     assert sum(pool_of(env, p) == "inference" for p in survivors) == 4
@@ -310,11 +313,10 @@ def test_rollout_scale_down_matches_plan_split_and_deletions(env: Environment) -
     sets = {rs["metadata"]["name"]: rs["spec"]["replicas"] for rs in replica_sets(env, ns)}
     assert sum(1 for n in sets.values() if n) == 3, sets
 
-    document, deleted = deleted_after_scale(env, ns, f"deployment/{name}", 3)
+    document, verdict = deleted_after_scale(env, ns, f"deployment/{name}", 3)
     actual = {rs["metadata"]["name"]: rs["spec"]["replicas"] for rs in replica_sets(env, ns)}
     predicted = {n: s["to"] for n, s in document["replicaSets"].items()}
     assert predicted == {n: actual[n] for n in predicted}, (predicted, actual)
-    verdict = compare(document, deleted)
     assert verdict.ok, (verdict, document)
 
 
@@ -381,10 +383,10 @@ def test_statefulset_scale_down_deletes_the_predicted_ordinals(env: Environment)
     apply(env, ns, statefulset("db", 5, pod_template("db", pools=["inference"])))
     wait_running(env, ns, "app=db", 5, timeout=180)
     wait_settled(env, ns)
-    document, deleted = deleted_after_scale(env, ns, "statefulset/db", 2)
+    document, verdict = deleted_after_scale(env, ns, "statefulset/db", 2)
     assert [v["name"] for v in document["victims"]] == ["db-4", "db-3", "db-2"]
-    assert deleted == {"db-2", "db-3", "db-4"}
-    assert compare(document, deleted).ok
+    assert verdict.deleted == {"db-2", "db-3", "db-4"}
+    assert verdict.ok, verdict
 
 
 # --- outages and repairs ---------------------------------------------------------------------

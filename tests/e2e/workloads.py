@@ -187,13 +187,23 @@ class Verdict:
         return not self.problems
 
 
-def compare(document: Mapping[str, Any], deleted: set[str]) -> Verdict:
+def compare(document: Mapping[str, Any], deleted: set[str],
+            owners: Mapping[str, str]) -> Verdict:
     """Pass: every deleted pod is a victim or a possible victim, and every certain victim
-    (not decided by the controller's own tie-break) was deleted."""
+    was deleted.
+
+    Certain: plan's own `certain` flag on the victim when the document has one; else a
+    victim whose controller (`owners`: pod name -> owning ReplicaSet/StatefulSet) has no
+    possible victim, since a possible victim can only replace a victim of the same
+    ReplicaSet (each one deletes exactly down to its target), and whose reason is not a
+    tie on rules 1-5."""
     victims = {v["name"] for v in document["victims"]}
-    certain = {v["name"] for v in document["victims"]
-               if not str(v.get("reason", "")).startswith(TIED_PREFIX)}
     possible = set(document["possibleVictims"])
+    uncertain_owners = {owners.get(name) for name in possible}
+    certain = {v["name"] for v in document["victims"]
+               if v.get("certain", not (
+                   str(v.get("reason", "")).startswith(TIED_PREFIX)
+                   or owners.get(v["name"]) in uncertain_owners))}
     verdict = Verdict(deleted, victims, possible, certain)
     unexpected = deleted - victims - possible
     if unexpected:
@@ -206,6 +216,11 @@ def compare(document: Mapping[str, Any], deleted: set[str]) -> Verdict:
 
 def active_pods(env: Environment, namespace: str) -> dict[str, dict[str, Any]]:
     return {p["metadata"]["name"]: p for p in env.pods(namespace) if is_active(p)}
+
+
+def owners_of(pods: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Pod name -> the uid of its controller (ReplicaSet or StatefulSet)."""
+    return {name: owner_uid(pod) or "" for name, pod in pods.items()}
 
 
 class PodRecorder:
