@@ -444,6 +444,41 @@ def test_deployment_victims_use_deployment_wide_ranks():
     assert prediction.possible_victims == []
 
 
+def test_scale_down_that_completes_the_new_replicaset_removes_the_old_ones():
+    """Found by the e2e differential run (seed 4) against the real controllers: 3 -> 2
+    mid-rollout splits to new 3 -> 2, old 2 -> 2; the new ReplicaSet then keeps 2
+    available pods, is saturated, and the Deployment controller's next sync scales the
+    old ReplicaSet to 0. Its pods are victims of this scale-down too."""
+    deployment = f.deployment("web", replicas=3, max_surge=2, max_unavailable=0)
+    old = f.replicaset("web-old", replicas=2, owner=deployment, image=OLD_IMAGE,
+                       pod_hash="old", created="2026-01-01T00:00:00Z")
+    new = f.replicaset("web-new", replicas=3, owner=deployment, pod_hash="new",
+                       created="2026-02-01T00:00:00Z", available=2)
+    for rs in (old, new):
+        _annotate(rs, 3, 5)
+    pods = [
+        f.pod("old-a", owner=old, node_name="node-a"),
+        f.pod("old-b", owner=old, node_name="node-b"),
+        f.pod("new-a", owner=new, node_name="node-a"),
+        f.pod("new-b", owner=new, node_name="node-b"),
+        f.pod("new-c", owner=new, node_name="node-c", phase="Unknown", ready=False),
+    ]
+    prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 2, NOW)
+    assert prediction.replica_set_targets == {"web-old": (2, 0), "web-new": (3, 2)}
+    assert sorted(p.name for p in prediction.victims) == ["new-c", "old-a", "old-b"]
+    assert prediction.possible_victims == []
+    assert any("scales the old ReplicaSets to 0" in note for note in prediction.notes)
+    # A kept pod that is not available: no saturation, the proportional split stands.
+    pods[3] = f.pod("new-b", owner=new, node_name="node-b", ready=False)
+    prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 2, NOW)
+    assert prediction.replica_set_targets == {"web-old": (2, 2), "web-new": (3, 2)}
+    # minReadySeconds not yet elapsed since the pods became ready: not available either.
+    pods[3] = f.pod("new-b", owner=new, node_name="node-b")
+    deployment["spec"]["minReadySeconds"] = 10**9
+    prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 2, NOW)
+    assert prediction.replica_set_targets == {"web-old": (2, 2), "web-new": (3, 2)}
+
+
 def test_single_replicaset_deployment_gets_exactly_the_new_count():
     deployment = f.deployment("api", replicas=5)
     rs = f.replicaset("api-1", replicas=5, owner=deployment, pod_hash="h1")

@@ -195,6 +195,8 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
     replicasets = owned_objects(view.replicasets(namespace), deployment)
     targets = replicaset_targets(deployment, replicasets, to_replicas, prediction.notes)
     all_pods = _pods_matching_any(view.pods(namespace), replicasets)
+    targets = _after_saturation(deployment, replicasets, targets, to_replicas, all_pods,
+                                now_ns, burst, prediction.notes)
     shrinking = [name for name, size in targets.items()
                  if size < replicas_of(_named(replicasets, name), default=0)]
     for rs in _by_creation(replicasets):
@@ -210,6 +212,50 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
         if shrinking == [rs_name] and len(targets) == 1:
             prediction.prefix_order = deletion.order
     return prediction
+
+
+def _after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[str, Any]],
+                      targets: dict[str, int], to_replicas: int,
+                      all_pods: Sequence[Mapping[str, Any]], now_ns: int | None,
+                      burst: int, notes: list[str]) -> dict[str, int]:
+    """The Deployment controller's next sync after a proportional split.
+
+    When the split leaves the new ReplicaSet at exactly the new count and every pod it
+    keeps is available, the new ReplicaSet is saturated (IsSaturated: spec.replicas,
+    desired-replicas and status.availableReplicas all equal the Deployment's replicas) as
+    soon as the ReplicaSet controller has removed its victims; `scale()` then scales every
+    old ReplicaSet to 0 (a rollout in progress does the same through
+    reconcileOldReplicaSets). Found by the e2e differential run against the real
+    controllers: the old ReplicaSets' pods go too, in the same scale-down.
+    """
+    scaled = {**deployment, "spec": {**spec_of(deployment), "replicas": to_replicas}}
+    new_rs = find_new_replicaset(scaled, replicasets)
+    if new_rs is None or to_replicas == 0 or targets.get(name_of(new_rs)) != to_replicas:
+        return targets
+    old = [name for name, size in targets.items() if name != name_of(new_rs) and size > 0]
+    if not old:
+        return targets
+    kept = predict_deletions(owned_objects(all_pods, new_rs), all_pods, to_replicas, now_ns,
+                             burst)
+    survivors = kept.order[len(kept.victims):]
+    min_ready_ns = int(spec_of(deployment).get("minReadySeconds") or 0) * 1_000_000_000
+    if len(survivors) != to_replicas or not all(
+            _available(pod, min_ready_ns, now_ns) for pod in survivors):
+        return targets
+    notes.append(f"the new ReplicaSet {name_of(new_rs)} keeps {to_replicas} available "
+                 "pods: it is complete, and the Deployment controller scales the old "
+                 "ReplicaSets to 0")
+    return {**targets, **dict.fromkeys(old, 0)}
+
+
+def _available(pod: RankedPod, min_ready_ns: int, now_ns: int | None) -> bool:
+    """IsPodAvailable: ready, and for at least minReadySeconds."""
+    if not pod.ready:
+        return False
+    if min_ready_ns == 0:
+        return True
+    return (now_ns is not None and pod.ready_time_ns is not None
+            and now_ns - pod.ready_time_ns >= min_ready_ns)
 
 
 def _named(objects: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any]:
