@@ -479,6 +479,27 @@ def test_scale_down_that_completes_the_new_replicaset_removes_the_old_ones():
     assert prediction.replica_set_targets == {"web-old": (2, 2), "web-new": (3, 2)}
 
 
+def test_split_that_leaves_one_replicaset_with_pods_gives_it_the_new_count():
+    """Found by the e2e differential run (seed 63): 6 -> 2 with maxSurge 50% splits to
+    old 1 -> 0, new 8 -> 3 (2 + surge 1); on the next sync the new ReplicaSet is the only
+    one with pods, and scale() sets it to exactly 2."""
+    deployment = f.deployment("web", replicas=6, max_surge="50%", max_unavailable="25%")
+    old = f.replicaset("web-old", replicas=1, owner=deployment, image=OLD_IMAGE,
+                       pod_hash="old", created="2026-01-01T00:00:00Z")
+    new = f.replicaset("web-new", replicas=8, owner=deployment, pod_hash="new",
+                       created="2026-02-01T00:00:00Z", available=3)
+    for rs in (old, new):
+        _annotate(rs, 6, 9)
+    pods = [f.pod("old-a", owner=old, node_name="node-a")]
+    pods += [f.pod(f"new-{i}", owner=new, node_name=f"node-{i}", cost=str(i),
+                   ready=i >= 5) for i in range(8)]
+    prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 2, NOW)
+    assert prediction.replica_set_targets == {"web-old": (1, 0), "web-new": (8, 2)}
+    assert sorted(p.name for p in prediction.victims) == [
+        "new-0", "new-1", "new-2", "new-3", "new-4", "new-5", "old-a"]
+    assert any("the only one with pods" in note for note in prediction.notes)
+
+
 def test_single_replicaset_deployment_gets_exactly_the_new_count():
     deployment = f.deployment("api", replicas=5)
     rs = f.replicaset("api-1", replicas=5, owner=deployment, pod_hash="h1")

@@ -218,34 +218,55 @@ def _after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mappi
                       targets: dict[str, int], to_replicas: int,
                       all_pods: Sequence[Mapping[str, Any]], now_ns: int | None,
                       burst: int, notes: list[str]) -> dict[str, int]:
-    """The Deployment controller's next sync after a proportional split.
+    """The Deployment controller's next syncs after a proportional split, until stable.
 
-    When the split leaves the new ReplicaSet at exactly the new count and every pod it
-    keeps is available, the new ReplicaSet is saturated (IsSaturated: spec.replicas,
-    desired-replicas and status.availableReplicas all equal the Deployment's replicas) as
-    soon as the ReplicaSet controller has removed its victims; `scale()` then scales every
-    old ReplicaSet to 0 (a rollout in progress does the same through
-    reconcileOldReplicaSets). Found by the e2e differential run against the real
-    controllers: the old ReplicaSets' pods go too, in the same scale-down.
+    The split updates the ReplicaSets, which triggers another sync whose `scale()` looks
+    again (found by the e2e differential run against the real controllers):
+    - one ReplicaSet left with pods (FindActiveOrLatest) gets exactly the new count;
+    - a new ReplicaSet left at exactly the new count whose kept pods are all available
+      is saturated (IsSaturated: spec.replicas, desired-replicas and
+      status.availableReplicas equal the Deployment's replicas) once the ReplicaSet
+      controller has removed its victims: every old ReplicaSet goes to 0 (a rollout in
+      progress does the same through reconcileOldReplicaSets).
+    Either way more pods go in the same scale-down.
     """
+    if len(targets) < 2:  # no proportional split: the first sync was final
+        return targets
     scaled = {**deployment, "spec": {**spec_of(deployment), "replicas": to_replicas}}
     new_rs = find_new_replicaset(scaled, replicasets)
+    for _ in range(len(targets)):
+        with_pods = [name for name, size in targets.items() if size > 0]
+        if len(with_pods) == 1 and targets[with_pods[0]] != to_replicas:
+            notes.append(f"ReplicaSet {with_pods[0]} is then the only one with pods: the "
+                         f"Deployment controller sets it to {to_replicas}")
+            targets = {**targets, with_pods[0]: to_replicas}
+        elif _saturated_after(new_rs, targets, to_replicas, all_pods, deployment, now_ns,
+                              burst):
+            assert new_rs is not None
+            notes.append(f"the new ReplicaSet {name_of(new_rs)} keeps {to_replicas} "
+                         "available pods: it is complete, and the Deployment controller "
+                         "scales the old ReplicaSets to 0")
+            targets = {name: 0 if name != name_of(new_rs) else size
+                       for name, size in targets.items()}
+        else:
+            break
+    return targets
+
+
+def _saturated_after(new_rs: Mapping[str, Any] | None, targets: Mapping[str, int],
+                     to_replicas: int, all_pods: Sequence[Mapping[str, Any]],
+                     deployment: Mapping[str, Any], now_ns: int | None, burst: int) -> bool:
+    """The new ReplicaSet saturated once at its target, while old ones still have pods."""
     if new_rs is None or to_replicas == 0 or targets.get(name_of(new_rs)) != to_replicas:
-        return targets
-    old = [name for name, size in targets.items() if name != name_of(new_rs) and size > 0]
-    if not old:
-        return targets
+        return False
+    if not any(size > 0 for name, size in targets.items() if name != name_of(new_rs)):
+        return False
     kept = predict_deletions(owned_objects(all_pods, new_rs), all_pods, to_replicas, now_ns,
                              burst)
     survivors = kept.order[len(kept.victims):]
     min_ready_ns = int(spec_of(deployment).get("minReadySeconds") or 0) * 1_000_000_000
-    if len(survivors) != to_replicas or not all(
-            _available(pod, min_ready_ns, now_ns) for pod in survivors):
-        return targets
-    notes.append(f"the new ReplicaSet {name_of(new_rs)} keeps {to_replicas} available "
-                 "pods: it is complete, and the Deployment controller scales the old "
-                 "ReplicaSets to 0")
-    return {**targets, **dict.fromkeys(old, 0)}
+    return len(survivors) == to_replicas and all(
+        _available(pod, min_ready_ns, now_ns) for pod in survivors)
 
 
 def _available(pod: RankedPod, min_ready_ns: int, now_ns: int | None) -> bool:
