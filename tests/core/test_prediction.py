@@ -500,6 +500,38 @@ def test_split_that_leaves_one_replicaset_with_pods_gives_it_the_new_count():
     assert any("the only one with pods" in note for note in prediction.notes)
 
 
+def test_two_syncs_of_one_replicaset_make_the_recounted_ranks_uncertain():
+    """Found by the e2e differential run (seed 63 again): the new ReplicaSet goes 8 -> 3
+    (the split), then 3 -> 2 (the next sync). Syncing once, both pods doubled up on
+    node-a go (rank 2); syncing twice, one of them goes first and the other, alone on
+    node-a by then, is tied with node-b's pod on rules 1-5. Either can happen."""
+    deployment = f.deployment("web", replicas=6, max_surge="50%", max_unavailable="25%")
+    old = f.replicaset("web-old", replicas=1, owner=deployment, image=OLD_IMAGE,
+                       pod_hash="old", created="2026-01-01T00:00:00Z")
+    new = f.replicaset("web-new", replicas=8, owner=deployment, pod_hash="new",
+                       created="2026-02-01T00:00:00Z", available=7)
+    for rs in (old, new):
+        _annotate(rs, 6, 9)
+    recent = "2026-03-15T11:59:30Z"  # ready 30 s before NOW: one age bucket
+    pods = [f.pod("old-a", owner=old, node_name="hybrid-1", cost="-50"),
+            f.pod("new-unready", owner=new, node_name="hybrid-3", cost="-100", ready=False),
+            *[f.pod(f"new-hybrid-{i}", owner=new, node_name="hybrid-2", cost="-100")
+              for i in range(3)],
+            f.pod("new-a1", owner=new, node_name="node-a", cost="1000", ready_time=recent),
+            f.pod("new-a2", owner=new, node_name="node-a", cost="1000", ready_time=recent),
+            f.pod("new-b", owner=new, node_name="node-b", cost="1000", ready_time=recent),
+            f.pod("new-c", owner=new, node_name="node-c", cost="1000",
+                  ready_time="2026-03-14T12:00:00Z")]
+    prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 2, NOW)
+    assert prediction.replica_set_targets == {"web-old": (1, 0), "web-new": (8, 2)}
+    victims = {p.name for p in prediction.victims}
+    assert victims == {"old-a", "new-unready", "new-hybrid-0", "new-hybrid-1",
+                       "new-hybrid-2", "new-a1", "new-a2"}
+    assert [p.name for p in prediction.possible_victims] == ["new-b"]
+    uncertain = {p.name for g in prediction.tie_groups for p in g.members}
+    assert uncertain == {"new-a1", "new-a2", "new-b"}
+
+
 def test_single_replicaset_deployment_gets_exactly_the_new_count():
     deployment = f.deployment("api", replicas=5)
     rs = f.replicaset("api-1", replicas=5, owner=deployment, pod_hash="h1")

@@ -29,6 +29,7 @@ from .kube import (
 )
 from .ranking import (
     BURST_REPLICAS,
+    Deletion,
     RankedPod,
     TieGroup,
     is_pod_active,
@@ -193,9 +194,9 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
     prediction = _empty_prediction(deployment, to_replicas)
     namespace = namespace_of(deployment)
     replicasets = owned_objects(view.replicasets(namespace), deployment)
-    targets = replicaset_targets(deployment, replicasets, to_replicas, prediction.notes)
+    split = replicaset_targets(deployment, replicasets, to_replicas, prediction.notes)
     all_pods = _pods_matching_any(view.pods(namespace), replicasets)
-    targets = _after_saturation(deployment, replicasets, targets, to_replicas, all_pods,
+    targets = _after_saturation(deployment, replicasets, split, to_replicas, all_pods,
                                 now_ns, burst, prediction.notes)
     shrinking = [name for name, size in targets.items()
                  if size < replicas_of(_named(replicasets, name), default=0)]
@@ -209,6 +210,9 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
         prediction.victims.extend(deletion.victims)
         prediction.survivors.extend(deletion.order[len(deletion.victims):])
         prediction.tie_groups.extend(deletion.tie_groups)
+        if target < split.get(rs_name, target) < current:
+            prediction.tie_groups.extend(_two_step_group(
+                owned_objects(all_pods, rs), all_pods, split[rs_name], deletion, now_ns, burst))
         if shrinking == [rs_name] and len(targets) == 1:
             prediction.prefix_order = deletion.order
     return prediction
@@ -251,6 +255,29 @@ def _after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mappi
         else:
             break
     return targets
+
+
+def _two_step_group(pods: Sequence[Mapping[str, Any]], all_pods: Sequence[Mapping[str, Any]],
+                    first: int, one_step: Deletion, now_ns: int | None,
+                    burst: int) -> list[TieGroup]:
+    """A ReplicaSet the Deployment controller sets to `first`, then to its final target,
+    may sync once (final target, today's ranks) or twice (ranks recounted without the
+    first victims): the pods on which the two outcomes differ are uncertain."""
+    step = predict_deletions(pods, all_pods, first, now_ns, burst)
+    gone = {p.name for p in step.victims}
+    rest = predict_deletions([p for p in pods if name_of(p) not in gone],
+                             [p for p in all_pods if name_of(p) not in gone],
+                             len(one_step.order) - len(one_step.victims), now_ns, burst)
+    two_steps = gone | {p.name for p in rest.victims}
+    one = {p.name for p in one_step.victims}
+    # the first sync's own ties decide which pods the second one re-ranks
+    differ = (one ^ two_steps) | {p.name for g in step.tie_groups for p in g.members}
+    tied = {p.name for g in one_step.tie_groups for p in g.members}
+    members = [p for p in one_step.order if p.name in differ and p.name not in tied]
+    removed = sum(1 for p in members if p.name in one)
+    if not removed or removed == len(members):
+        return []
+    return [TieGroup(members=members, removed=removed)]
 
 
 def _saturated_after(new_rs: Mapping[str, Any] | None, targets: Mapping[str, int],
