@@ -247,9 +247,9 @@ def _after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mappi
         elif _saturated_after(new_rs, targets, to_replicas, all_pods, deployment, now_ns,
                               burst):
             assert new_rs is not None
-            notes.append(f"the new ReplicaSet {name_of(new_rs)} keeps {to_replicas} "
-                         "available pods: it is complete, and the Deployment controller "
-                         "scales the old ReplicaSets to 0")
+            notes.append(f"the new ReplicaSet {name_of(new_rs)} is then complete (its "
+                         f"{to_replicas} remaining pods are available): the Deployment "
+                         "controller scales the old ReplicaSets to 0")
             targets = {name: 0 if name != name_of(new_rs) else size
                        for name, size in targets.items()}
         else:
