@@ -113,14 +113,16 @@ class State:
                 self.drive(rounds=1)
         self.settle()
 
-    def settle(self) -> None:
+    def settle(self, quiet: bool = True) -> None:
+        """Until the controllers caught up; with `quiet`, and then nothing moved for a
+        while (before plan reads the state, and before the deletions are counted)."""
         wait_settled(self.env, self.ns, timeout=120,
-                     quiet=3.0 if self.kind == "StatefulSet" else 1.5)
+                     quiet=(2.0 if self.kind == "StatefulSet" else 1.0) if quiet else 0.0)
 
     def drive(self, rounds: int) -> None:
         """Settle, then give every new pod its fate; `rounds` times."""
         for _ in range(rounds):
-            self.settle()
+            self.settle(quiet=False)  # pods created later get their fate next round
             fresh = [p for p in self.env.pods(self.ns)
                      if PLACED not in (p["metadata"].get("annotations") or {})
                      and not p["metadata"].get("deletionTimestamp")]
@@ -162,7 +164,9 @@ class State:
     # -- the experiment --
 
     def run(self) -> Outcome:
+        started = time.monotonic()
         self.build()
+        built = time.monotonic()
         workload = {"Deployment": "deployment", "ReplicaSet": "replicaset",
                     "StatefulSet": "statefulset"}[self.kind]
         current = self.env.api_get(
@@ -172,11 +176,14 @@ class State:
         saved = self.out / f"seed-{self.seed}.state.yaml"
         document = plan_json(self.env, f"{workload}/{self.ns}/w", target,
                              "--save-state", str(saved))
+        planned = time.monotonic()
         before = active_pods(self.env, self.ns)
         scaled = self.env.kubectl("-n", self.ns, "scale", f"{workload}/w",
                                   f"--replicas={target}")
         assert scaled.code == 0, str(scaled)
         self.settle()
+        self.description += (f" [build {planned - started - (planned - built):.0f}s, plan "
+                             f"{planned - built:.1f}s, scale {time.monotonic() - planned:.0f}s]")
         deleted = set(before) - set(active_pods(self.env, self.ns))
         verdict = compare(document, deleted, owners_of(before))
         if verdict.ok:
