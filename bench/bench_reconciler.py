@@ -28,7 +28,9 @@ from tests.support.kubeapi import FakeKubeAPI, wait_until  # noqa: E402
 from webhook.cluster.kubeclient import api_client_from  # noqa: E402
 from webhook.cluster.live import NAMESPACES, NODES, PODS, LiveCluster  # noqa: E402
 from webhook.core.policy import default_policy  # noqa: E402
-from webhook.reconciler.service import Options, Service, run_once  # noqa: E402
+from webhook.reconciler.options import Options  # noqa: E402
+from webhook.reconciler.passes import run_once  # noqa: E402
+from webhook.reconciler.service import Service  # noqa: E402
 
 HIGH = Options(qps=100_000, burst=100_000, identity="bench")
 DEFAULT = Options(identity="bench")

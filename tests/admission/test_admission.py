@@ -80,10 +80,13 @@ def test_enforce_denies_warn_warns_dryrun_audits(enforcement, allowed, verdict):
         assert "warnings" not in answer
 
 
-def test_dry_run_request_gets_the_same_verdict_without_side_effects():
+def test_dry_run_request_gets_the_same_answer():
     view, _ = cluster()
-    answer = decide(review_scale, scale_request(dry_run=True), context(view, policy()))
-    assert answer["allowed"] is False
+    ctx = context(view, policy())
+    dry = decide(review_scale, scale_request(dry_run=True), ctx)
+    real = decide(review_scale, scale_request(), ctx)
+    assert dry["allowed"] is False and dry["status"]["code"] == 403
+    assert {**dry, "uid": None} == {**real, "uid": None}
 
 
 def test_exempt_users_and_configurable_list():
@@ -96,16 +99,18 @@ def test_exempt_users_and_configurable_list():
     assert decide(review_scale, bot, context(view, custom))["allowed"] is True
 
 
-def test_untrusted_view_fails_open_or_closed():
+@pytest.mark.parametrize(("fail_closed", "allowed", "code"), [(False, True, None),
+                                                              (True, False, 503)],
+                         ids=["fail-open", "fail-closed"])
+def test_untrusted_view_fails_open_or_closed_naming_the_problem(fail_closed, allowed, code):
     view, _ = cluster()
     stale = lambda: "the cluster cache is 90s old"  # noqa: E731
-    open_answer = decide(review_scale, scale_request(), context(view, policy(), view_problem=stale))
-    assert open_answer["allowed"] is True and "90s old" in open_answer["warnings"][0]
-    closed = decide(review_scale, scale_request(),
-                          context(view, policy(), view_problem=stale, fail_closed=True))
-    assert closed["allowed"] is False and closed["status"]["code"] == 503
-    assert "could not check this scale-down: the cluster cache is 90s old" in (
-        closed["status"]["message"])
+    answer = decide(review_scale, scale_request(),
+                    context(view, policy(), view_problem=stale, fail_closed=fail_closed))
+    assert answer["allowed"] is allowed
+    assert answer.get("status", {}).get("code") == code
+    told = answer["status"]["message"] if code else answer["warnings"][0]
+    assert "poolguard could not check this scale-down: the cluster cache is 90s old" in told
 
 
 def test_ungoverned_namespace_is_not_checked():

@@ -109,8 +109,10 @@ def test_invalid_cost_is_denied_with_the_api_server_message(server, value):
 
 def test_dry_run_pod_gets_the_same_answer(server):
     pod = f.pod("web-6", node_name="gpu-inf-2")
-    response = post(server, "/mutate-pods", reviews.pod_create(pod, dry_run=True))
-    assert apply(response, pod)["metadata"]["annotations"][COST] == "1000"
+    dry = post(server, "/mutate-pods", reviews.pod_create(pod, dry_run=True))
+    real = post(server, "/mutate-pods", reviews.pod_create(pod))
+    assert apply(dry, pod)["metadata"]["annotations"][COST] == "1000"
+    assert {**dry, "uid": None} == {**real, "uid": None}
 
 
 # --- pods/binding -----------------------------------------------------------------------
@@ -166,11 +168,10 @@ def test_hpa_scale_that_removes_only_hybrid_pods_is_allowed(server):
     assert response["auditAnnotations"]["verdict"] == "allowed"
 
 
-def test_scale_up_and_unchanged_pass(server):
-    for new in (6, 9):
-        response = post(server, "/validate-scale",
-                        reviews.scale("deployments", "llm-serve", 6, new))
-        assert response == {"uid": response["uid"], "allowed": True}
+@pytest.mark.parametrize("new", [6, 9], ids=["unchanged", "scale-up"])
+def test_scale_up_and_unchanged_pass_unjudged(server, new):
+    response = post(server, "/validate-scale", reviews.scale("deployments", "llm-serve", 6, new))
+    assert response == {"uid": response["uid"], "allowed": True}  # no audit verdict
 
 
 def test_deployment_update_lowering_replicas_is_judged(server):
@@ -190,11 +191,13 @@ def test_deployment_controllers_own_replicaset_update_is_exempt(server):
     assert response == {"uid": response["uid"], "allowed": True}
 
 
-def test_statefulset_scale_removing_only_hybrid_then_inference(server):
-    response = post(server, "/validate-scale", reviews.scale("statefulsets", "kv-cache", 3, 2))
-    assert response["allowed"] is True  # kv-cache-2 is on a hybrid node
-    response = post(server, "/validate-scale", reviews.scale("statefulsets", "kv-cache", 3, 1))
-    assert response["allowed"] is True  # every hybrid pod is gone too: nothing survives outside
+# to 2: kv-cache-2 is on a hybrid node; to 1: every hybrid pod goes too, so nothing
+# survives outside the inference pool
+@pytest.mark.parametrize("new", [2, 1], ids=["only-hybrid-goes", "nothing-left-outside"])
+def test_statefulset_scale_removing_only_hybrid_then_inference(server, new):
+    response = post(server, "/validate-scale", reviews.scale("statefulsets", "kv-cache", 3, new))
+    assert response["allowed"] is True
+    assert response["auditAnnotations"]["verdict"] == "allowed"
 
 
 def test_unknown_workload_is_allowed_with_a_warning(server):

@@ -33,8 +33,11 @@ from webhook.core.deletion_cost import (
 from webhook.core.policy import default_policy
 from webhook.reconciler.lease import LeaderElector
 from webhook.reconciler.metrics import serve_http
-from webhook.reconciler.service import Options, Reconciler, Service, run_once
+from webhook.reconciler.options import Options
+from webhook.reconciler.passes import run_once
+from webhook.reconciler.service import Service
 from webhook.reconciler.workqueue import TokenBucket, WorkQueue
+from webhook.reconciler.writer import Reconciler
 
 FAST = Options(qps=1000, burst=1000, lease_duration=1, renew_deadline=0.5, retry_period=0.05,
                resync_seconds=3600, identity="a")
@@ -139,17 +142,25 @@ def test_a_concurrent_change_by_a_person_wins(api: FakeKubeAPI, kubeconfig: str)
     assert len(api.writes("PATCH")) == 1  # answered 409 Conflict, then re-read
 
 
-def test_cli_once_dry_run_writes_nothing(api: FakeKubeAPI, kubeconfig: str,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
-    seed_pods(api)
-    code, out, _ = run_cli(capsys, "reconcile", "--kubeconfig", kubeconfig, "--once",
-                           "--dry-run", "--policy", "examples/policy.yaml")
-    assert code == 0
-    assert out.splitlines() == [
+@pytest.mark.parametrize(("mode", "expected"), [
+    (["--once", "--policy", "examples/policy.yaml"], [
         "would patch ml/on-hyb: deletion cost (none) -> -100 (node hyb-1, pool hybrid)",
         "would patch ml/on-inf: deletion cost (none) -> 1000 (node inf-1, pool inference)",
-        "reconcile: 6 pods: would patch 2, unchanged 0, kept 1, skipped 3 "
-        "(excluded-namespace 1, unknown-node 1, unscheduled 1), failed 0"]
+        "reconcile: 7 pods: would patch 2, unchanged 1, kept 1, skipped 3 "
+        "(excluded-namespace 1, unknown-node 1, unscheduled 1), failed 0"]),
+    (["--cleanup"], [
+        f"would remove from ml/costed: {COST}, {MARKER}, {POOL}",
+        "cleanup: 7 pods: would clean 1, untouched 6, failed 0"]),
+], ids=["once", "cleanup"])
+def test_cli_dry_run_prints_the_changes_and_writes_nothing(
+        api: FakeKubeAPI, kubeconfig: str, capsys: pytest.CaptureFixture[str],
+        mode: list[str], expected: list[str]) -> None:
+    seed_pods(api)
+    api.put(f.pod("costed", node_name="inf-1",
+                  annotations={COST: "1000", MARKER: "1000", POOL: "inference"}))
+    code, out, _ = run_cli(capsys, "reconcile", "--kubeconfig", kubeconfig, "--dry-run", *mode)
+    assert code == 0
+    assert out.splitlines() == expected
     assert api.write_count() == 0  # no pods, no events, no lease
 
 

@@ -26,14 +26,11 @@ from ..cluster.kubeclient import (
 from ..cluster.state import PolicyHolder, load_policy
 from ..core.policy import Policy
 from ..errors import InputError, LeaseHeldError
+from ..reconciler.decide import FAILED
 from ..reconciler.metrics import serve_http
-from ..reconciler.service import (
-    FAILED,
-    Options,
-    Service,
-    run_cleanup,
-    run_once,
-)
+from ..reconciler.options import Options
+from ..reconciler.passes import run_cleanup, run_once
+from ..reconciler.service import Service
 from .argtypes import number
 
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"

@@ -7,21 +7,26 @@
 - Every write is an update with the lease's resourceVersion (409 Conflict: someone
   else wrote first, we lost this round).
 - release() clears `holderIdentity` so a successor need not wait for expiry.
+
+The one-shot passes hold the Lease for their duration (`holding_lease`); the service
+runs `LeaderElector.run` in a thread of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
 
 from ..cluster.kubeclient import describe_error, request_json
-from ..errors import ConflictError, NotFoundError
+from ..errors import ConflictError, LeaseHeldError, NotFoundError
+from .options import Options
 
 log = logging.getLogger("poolguard.leader")
 
@@ -198,3 +203,44 @@ class LeaderElector:
                 self.on_change(leading)
             except Exception:
                 log.exception("leadership callback failed")
+
+
+def make_elector(api: client.ApiClient, options: Options,
+                 on_change: Callable[[bool], None] | None = None) -> LeaderElector:
+    """The Lease candidate for `options` (namespace, name, identity, timings)."""
+    return LeaderElector(api, options.lease_namespace, options.lease_name, options.identity,
+                         lease_duration=options.lease_duration,
+                         renew_deadline=options.renew_deadline,
+                         retry_period=options.retry_period, on_change=on_change)
+
+
+def always_leading() -> bool:
+    """The may-write check where no Lease is taken (a dry run writes nothing anyway)."""
+    return True
+
+
+@contextlib.contextmanager
+def holding_lease(elector: LeaderElector | None,
+                  stop: threading.Event) -> Iterator[Callable[[], bool]]:
+    """Acquire the Lease (LeaseHeldError if another holder keeps it), renew it in the
+    background, release it at the end; yields the may-write check."""
+    if elector is None:
+        yield always_leading
+        return
+    # The first round raises on connection errors; later ones wait out a stale holder.
+    if not elector.try_acquire_or_renew():
+        wait = elector.lease_duration + 2 * elector.retry_period
+        if not elector.acquire(wait, stop):
+            raise LeaseHeldError(
+                f"lease {elector.namespace}/{elector.name} is held by {elector.holder}: "
+                "another reconciler is running (stop it, or let it do the work)")
+    renew_stop = threading.Event()
+    renewer = threading.Thread(target=elector.run, args=(renew_stop, elector.retry_period),
+                               daemon=True, name="lease-renew")
+    renewer.start()
+    try:
+        yield elector.is_leader
+    finally:
+        renew_stop.set()
+        renewer.join(timeout=elector.retry_period + 35)
+        elector.release()

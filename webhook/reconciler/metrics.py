@@ -16,14 +16,7 @@ from typing import Any
 
 import prometheus_client as prom
 
-# What happened to a pod: the `outcome` label of poolguard_reconciler_pods.
-PATCHED = "patched"
-UNCHANGED_POD = "unchanged"
-KEPT = "kept"
-SKIPPED = "skipped"
-FAILED = "failed"
-CLEANED = "cleaned"
-UNTOUCHED = "untouched"
+from .decide import FAILED, KEPT, PATCHED, SKIPPED, UNCHANGED_POD
 
 
 class Metrics:

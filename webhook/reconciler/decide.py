@@ -1,0 +1,102 @@
+"""What a pod needs from the reconciler, decided from a cached view (pure: no I/O).
+
+The cost itself is the webhooks' decision (`webhook.core.mutation.decide_cost`): a
+governed, scheduled pod on a known node gets its pool's cost; a value a person set (no
+poolguard marker, or a marker that no longer matches) is kept. This module adds only
+what the reconciler rules out before asking (pods it never touches, and why) and which
+of poolguard's annotations `--cleanup` removes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..core.deletion_cost import (
+    DELETION_COST_ANNOTATION,
+    MANAGED_COST_ANNOTATION,
+    POOL_ANNOTATION,
+    cost_set_by_hand,
+)
+from ..core.kube import Obj, annotations_of, labels_of, meta, namespace_of, spec_of, status_of
+from ..core.mutation import KEEP, SET, UNCHANGED, CostDecision, decide_cost, is_governed
+from ..core.policy import Policy
+
+PodKey = tuple[str, str]  # (namespace, name)
+
+# What happened to a pod: the words of the summary line and the `outcome` label of
+# poolguard_reconciler_pods. A verdict is PATCH, UNCHANGED_POD, KEPT or SKIPPED; the
+# writer turns PATCH into PATCHED or FAILED, and cleanup reports CLEANED or UNTOUCHED.
+PATCH = "patch"
+PATCHED = "patched"
+UNCHANGED_POD = "unchanged"
+KEPT = "kept"
+SKIPPED = "skipped"
+FAILED = "failed"
+CLEANED = "cleaned"
+UNTOUCHED = "untouched"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a pod needs: PATCH (with the decision), or nothing and why."""
+
+    outcome: str  # PATCH, UNCHANGED_POD, KEPT or SKIPPED
+    reason: str = ""  # why a pod is SKIPPED, e.g. "unscheduled"
+    decision: CostDecision | None = None
+
+
+class PodView(Protocol):
+    """What the reconciler reads: a LiveCluster or a Snapshot."""
+
+    def node(self, name: str) -> Obj | None: ...
+
+    def namespace_labels(self, name: str) -> Mapping[str, str]: ...
+
+    def all_pods(self) -> list[Obj]: ...
+
+
+def verdict_for(pod: Obj, policy: Policy, view: PodView,
+                excluded_namespaces: Collection[str]) -> Verdict:
+    """What `pod` needs under `policy`, with its node and namespace read from `view`."""
+    skip = skip_reason(pod, policy, view, excluded_namespaces)
+    if skip:
+        return Verdict(SKIPPED, skip)
+    node = view.node(spec_of(pod).get("nodeName"))
+    decision = decide_cost(policy, annotations_of(pod), policy.pool_of_node(node),
+                           pool_known=node is not None)
+    if decision.action == SET:
+        return Verdict(PATCH, decision=decision)
+    if decision.action == UNCHANGED:
+        return Verdict(UNCHANGED_POD, decision=decision)
+    if decision.action == KEEP:
+        return Verdict(KEPT)
+    return Verdict(SKIPPED, "unknown-node")
+
+
+def skip_reason(pod: Obj, policy: Policy, view: PodView,
+                excluded_namespaces: Collection[str]) -> str:
+    """Why the reconciler leaves `pod` alone whatever it carries, or "" if it does not."""
+    namespace = namespace_of(pod)
+    if namespace in excluded_namespaces:
+        return "excluded-namespace"
+    if meta(pod).get("deletionTimestamp"):
+        return "terminating"
+    if status_of(pod).get("phase") in ("Succeeded", "Failed"):
+        return "finished"
+    if not spec_of(pod).get("nodeName"):
+        return "unscheduled"
+    if not is_governed(policy, view.namespace_labels(namespace), labels_of(pod)):
+        return "not-governed"
+    return ""
+
+
+def owned_keys(annotations: Mapping[str, str]) -> list[str]:
+    """The annotations cleanup removes: the marker and pool, and the cost only where
+    the marker still matches it (otherwise a person set the cost: it stays)."""
+    keys = []
+    if DELETION_COST_ANNOTATION in annotations and not cost_set_by_hand(annotations):
+        keys.append(DELETION_COST_ANNOTATION)
+    keys += [k for k in (MANAGED_COST_ANNOTATION, POOL_ANNOTATION) if k in annotations]
+    return keys
