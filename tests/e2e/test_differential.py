@@ -13,7 +13,7 @@ deleted are compared:
   pass = every deleted pod is a predicted victim or possible victim, and every victim
          plan marked certain (not left to the controller's tie-break) was deleted.
 
-E2E_STATES (default 200), E2E_SEED (first seed, default 1), E2E_PARALLEL (default 6).
+E2E_STATES (default 200), E2E_SEED (first seed, default 1), E2E_PARALLEL (default 8).
 A failing seed is printed; its state (plan --save-state), plan document and deletions
 are kept in RUN_DIR/differential/seed-N.*; rerun seeds with E2E_SEEDS=N,M,...
 """
@@ -225,7 +225,7 @@ def test_differential_plan_matches_the_real_controllers(env: Environment) -> Non
     first = int(os.environ.get("E2E_SEED", "1"))
     seeds = [int(s) for s in os.environ.get("E2E_SEEDS", "").split(",") if s.strip()]
     seeds = seeds or list(range(first, first + states))
-    workers = int(os.environ.get("E2E_PARALLEL", "6"))
+    workers = int(os.environ.get("E2E_PARALLEL", "8"))
     env.start_reconciler()  # as installed: the binding webhook and the reconciler
     env.set_policy(enforcement="warn")  # judge the prediction, not the verdict
     log = open(env.run_dir / "differential.log", "a", encoding="utf-8")  # noqa: SIM115
