@@ -69,8 +69,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if "test_scenarios.py" not in report.nodeid:
         return
     if report.when == "call" or report.outcome != "passed":
-        previous = _outcomes.get(report.nodeid)
-        if previous in (None, "passed"):
+        # a failed setup/call/teardown sticks; a passed call replaces "not run"
+        if _outcomes.get(report.nodeid) in (None, "not run", "passed"):
             _outcomes[report.nodeid] = report.outcome
 
 

@@ -162,7 +162,7 @@ def wait_settled(env: Environment, namespace: str, timeout: float = 90,
         return time.monotonic() - state["since"] >= quiet
 
     wait_for(f"the controllers in {namespace} to settle", check, timeout=timeout,
-             interval=0.4)
+             interval=0.5)
 
 
 def plan(env: Environment, workload: str, replicas: int, *extra: str) -> dict[str, Any]:
