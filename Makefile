@@ -11,6 +11,7 @@ SERVICE ?= poolguard-webhook
 
 .DEFAULT_GOAL := help
 include mk/install.mk
+include mk/chart.mk
 .PHONY: help install test lint e2e e2e-down bench run bench-core bench-server bench-reconciler soak hey
 
 help: ## list the targets
@@ -24,7 +25,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install poolguard with its test tools
 
-test: $(STAMP) ## run lint and the whole test suite
+test: $(STAMP) test-tools ## run lint and the whole test suite (builds helm and promtool first)
 	$(PY) -m ruff check webhook certs tests bench
 	$(PY) -m pytest
 

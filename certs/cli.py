@@ -1,6 +1,7 @@
 """`python -m certs`: certificates for the poolguard webhook and the caBundle that trusts them.
 
-Commands: `create`, `renew`, `ca-bundle`, `inject`. Unusable input (missing or unreadable
+Commands: `create`, `renew`, `ca-bundle`, `inject`, and `sync` (in the cluster:
+certs/sync.py). Unusable input (missing or unreadable
 files, a directory that cannot be written, a key that does not match its certificate)
 prints one `error: ...` line on stderr and exits with code 2.
 """
@@ -455,6 +456,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (add_create_parser, add_renew_parser, add_ca_bundle_parser, add_inject_parser):
         add(commands)
+    from .sync import add_sync_parser
+
+    add_sync_parser(commands, _DAYS)
     return parser
 
 

@@ -17,15 +17,27 @@ $(CERT_DIR)/tls.crt: | $(STAMP)
 
 certs: $(CERT_DIR)/tls.crt ## CA + serving cert for local dev and the self-signed install (in CERT_DIR)
 
-manifests: $(CERT_DIR)/tls.crt ## render the self-signed overlay with the caBundle into build/poolguard.yaml
-	@if [ "$(NAMESPACE)" != poolguard ] || [ "$(SERVICE)" != poolguard-webhook ]; then \
-		echo "error: the manifests are for namespace poolguard and Service poolguard-webhook;" \
-			"make an overlay for NAMESPACE=$(NAMESPACE) SERVICE=$(SERVICE)" >&2; exit 2; fi
+manifests: $(CERT_DIR)/tls.crt ## render OVERLAY (NAMESPACE, SERVICE) with the caBundle into build/poolguard.yaml
 	@mkdir -p $(dir $(MANIFEST))
-	set -o pipefail; $(KUBECTL) kustomize $(OVERLAY) \
+	@# CERT_DIR may hold a certificate for other names (an earlier NAMESPACE/SERVICE): renew
+	@# re-issues it for these names (same CA), and does nothing when it already fits.
+	$(PY) -m certs renew --out-dir $(CERT_DIR) --service $(SERVICE) --namespace $(NAMESPACE) \
+		--extra-name localhost --extra-ip 127.0.0.1
+	set -o pipefail; $(KUBECTL) kustomize $(call overlay_for,$(NAMESPACE),$(SERVICE)) \
 		| $(PY) -m certs inject --ca-file $(CERT_DIR)/ca.crt > $(MANIFEST).tmp
 	mv $(MANIFEST).tmp $(MANIFEST)
-	@echo "wrote $(MANIFEST); the Secret is $(CERT_DIR)/secret.yaml (make deploy applies both)"
+	@echo "wrote $(MANIFEST) (namespace $(NAMESPACE), Service $(SERVICE)); the Secret is" \
+		"$(CERT_DIR)/secret.yaml (make deploy applies both)"
+
+# The overlay to render: OVERLAY itself for the default names, else an overlay written next
+# to MANIFEST from mk/renamed-overlay.yaml that moves OVERLAY to namespace $(1) and renames
+# the webhook Service to $(2), references included.
+RENAMED_OVERLAY = $(dir $(MANIFEST))kustomize-$(1)-$(2)
+overlay_for = $(if $(filter poolguard/poolguard-webhook,$(1)/$(2)),$(OVERLAY),$(shell \
+	mkdir -p $(RENAMED_OVERLAY) && sed -e "s|@OVERLAY@|$$(realpath --relative-to=$(RENAMED_OVERLAY) \
+	$(OVERLAY))|" -e "s|@NAMESPACE@|$(1)|" -e "s|@SERVICE@|$(2)|" $(dir $(lastword \
+	$(filter %/install.mk,$(MAKEFILE_LIST))))renamed-overlay.yaml \
+	> $(RENAMED_OVERLAY)/kustomization.yaml && echo $(RENAMED_OVERLAY)))
 
 deploy: manifests ## kubectl apply build/poolguard.yaml and the TLS Secret to the current context
 	@echo "deploying to context $$($(KUBECTL) config current-context)"
@@ -40,7 +52,8 @@ undeploy: ## remove poolguard from the current context (webhook configurations f
 	@echo "      (not run here; docs/install.md, Uninstalling)"
 	$(KUBECTL) delete --ignore-not-found mutatingwebhookconfiguration/poolguard \
 		validatingwebhookconfiguration/poolguard
-	set -o pipefail; $(KUBECTL) kustomize $(OVERLAY) | $(KUBECTL) delete --ignore-not-found -f -
+	set -o pipefail; $(KUBECTL) kustomize $(call overlay_for,$(NAMESPACE),$(SERVICE)) \
+		| $(KUBECTL) delete --ignore-not-found -f -
 
 image: ## build the container image poolguard:0.1.0 (IMAGE=...; needs a Docker engine)
 	@command -v $(DOCKER) >/dev/null 2>&1 || { echo "error: '$(DOCKER)' is not installed;" \

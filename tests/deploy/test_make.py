@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from certs import pki
+from tests.deploy.test_manifests import _excludes
 from tests.support.install import (
     INSTALL_MK,
     NAMESPACE,
@@ -17,8 +18,10 @@ from tests.support.install import (
     SERVICE,
     SERVICE_NAMES,
     _bundles,
+    find,
     needs_kubectl,
     run,
+    webhooks,
 )
 
 # =========================================================================== mk/install.mk
@@ -96,10 +99,39 @@ def test_make_image_explains_a_missing_docker(tmp_path: Path) -> None:
     assert "error:" in result.stderr and "docker build -t poolguard:0.1.0 ." in result.stderr
 
 
-def test_manifests_refuse_other_names(tmp_path: Path) -> None:
-    wrapper = _wrapper(tmp_path, NAMESPACE="elsewhere")
-    (tmp_path / "certs").mkdir()
-    (tmp_path / "certs" / "tls.crt").write_text("")  # skip making certificates
-    result = run("make", "-f", wrapper, "manifests", f"MANIFEST={tmp_path / 'out.yaml'}")
-    assert result.returncode != 0 and "overlay" in result.stderr
-    assert not (tmp_path / "out.yaml").exists()
+@needs_kubectl
+def test_make_manifests_for_another_namespace_and_service(tmp_path: Path) -> None:
+    """NAMESPACE/SERVICE move every namespaced object and every reference to them."""
+    wrapper = _wrapper(tmp_path, NAMESPACE="team-x", SERVICE="guard")
+    manifest = tmp_path / "out" / "poolguard.yaml"
+    result = run("make", "-f", wrapper, "manifests", f"MANIFEST={manifest}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "namespace team-x, Service guard" in result.stdout
+    objects = [d for d in yaml.safe_load_all(manifest.read_text()) if d]
+    assert {o["metadata"].get("namespace") for o in objects} == {"team-x", None}
+    find(objects, "Namespace", "team-x")
+    assert find(objects, "Service", "guard")["spec"]["ports"][0]["port"] == 443
+    bundle = base64.b64encode((tmp_path / "certs" / "ca.crt").read_bytes()).decode()
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for hook in webhooks(objects, kind).values():
+            assert hook["clientConfig"]["service"]["name"] == "guard"
+            assert hook["clientConfig"]["service"]["namespace"] == "team-x"
+            assert hook["clientConfig"]["caBundle"] == bundle
+            assert _excludes(hook["namespaceSelector"], "team-x")
+            assert not _excludes(hook["namespaceSelector"], "poolguard")
+    for obj in objects:
+        if obj["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            assert {s["namespace"] for s in obj["subjects"]} == {"team-x"}
+    cert = (tmp_path / "certs" / "tls.crt").read_bytes()
+    assert set(pki.service_dns_names("guard", "team-x")) <= set(pki.san_dns_names(cert))
+    secret = yaml.safe_load((tmp_path / "certs" / "secret.yaml").read_text())
+    assert secret["metadata"]["namespace"] == "team-x"
+
+    # Back to the default names: the same CERT_DIR's certificate is re-issued for them.
+    again = run("make", "-f", _wrapper(tmp_path), "manifests", f"MANIFEST={manifest}")
+    assert again.returncode == 0, again.stderr
+    assert "renewed" in again.stdout
+    cert = (tmp_path / "certs" / "tls.crt").read_bytes()
+    assert set(SERVICE_NAMES) <= set(pki.san_dns_names(cert))
+
+

@@ -57,6 +57,7 @@ def test_overlay_builds_with_the_expected_objects(overlay: str) -> None:
         ("ConfigMap", "poolguard-policy"),
         ("Deployment", "poolguard-webhook"), ("Deployment", "poolguard-reconciler"),
         ("Service", "poolguard-webhook"), ("PodDisruptionBudget", "poolguard-webhook"),
+        ("Service", "poolguard-webhook-metrics"), ("Service", "poolguard-reconciler-metrics"),
         ("MutatingWebhookConfiguration", "poolguard"),
         ("ValidatingWebhookConfiguration", "poolguard"),
     }
@@ -90,7 +91,7 @@ def test_rendered_objects_validate_against_kubernetes_schemas(overlay: str,
             continue
         kv.validate(obj, version, strict=True)  # raises on any error or unknown field
         checked += 1
-    assert checked == 16
+    assert checked == 18
 
 
 def test_schema_validation_is_strict_and_offline() -> None:

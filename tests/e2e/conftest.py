@@ -68,10 +68,10 @@ _outcomes: dict[str, str] = {}
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if "test_scenarios.py" not in report.nodeid:
         return
-    if report.when == "call" or report.outcome != "passed":
-        # a failed setup/call/teardown sticks; a passed call replaces "not run"
-        if _outcomes.get(report.nodeid) in (None, "not run", "passed"):
-            _outcomes[report.nodeid] = report.outcome
+    # a failed setup/call/teardown sticks; a passed call replaces "not run"
+    if (report.when == "call" or report.outcome != "passed") and _outcomes.get(
+            report.nodeid) in (None, "not run", "passed"):
+        _outcomes[report.nodeid] = report.outcome
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

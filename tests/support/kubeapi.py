@@ -18,8 +18,9 @@ pointed at it with a kubeconfig or `Configuration(host=...)`):
   HTTP 410 with `gone_as_http = True`); no resourceVersion (or "0") starts with
   synthetic ADDED events for the current objects.
 
-Resources: pods, nodes, namespaces, events (core/v1), replicasets, deployments,
-statefulsets (apps/v1), leases (coordination.k8s.io/v1). One global resourceVersion
+Resources: pods, nodes, namespaces, events, secrets, configmaps (core/v1), replicasets,
+deployments, statefulsets (apps/v1), leases (coordination.k8s.io/v1), mutating- and
+validatingwebhookconfigurations (admissionregistration.k8s.io/v1). One global resourceVersion
 counter orders every change, as etcd's revision does.
 
 Test hooks: `put` / `modify` / `delete` / `get` / `objects` (changes made while the
@@ -72,6 +73,12 @@ RESOURCE_TYPES = (
     ResourceType("deployments", "Deployment", "apps/v1", True),
     ResourceType("statefulsets", "StatefulSet", "apps/v1", True),
     ResourceType("leases", "Lease", "coordination.k8s.io/v1", True),
+    ResourceType("secrets", "Secret", "v1", True),
+    ResourceType("configmaps", "ConfigMap", "v1", True),
+    ResourceType("mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
+                 "admissionregistration.k8s.io/v1", False),
+    ResourceType("validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
+                 "admissionregistration.k8s.io/v1", False),
 )
 _BY_PATH = {(t.api_version, t.plural): t for t in RESOURCE_TYPES}
 _BY_KIND = {t.kind: t for t in RESOURCE_TYPES}

@@ -51,6 +51,7 @@ def _error(status: int, message: str) -> Response:
 def create_app(runtime: Runtime) -> Flask:
     """The WSGI app for `runtime`; every answer is JSON, never an HTML error page."""
     app = Flask("poolguard")
+    measured = metrics.admission()
 
     for path, handler in ENDPOINTS.items():
         app.add_url_rule(path, path, _admission_view(runtime, path, handler), methods=["POST"])
@@ -62,13 +63,13 @@ def create_app(runtime: Runtime) -> Flask:
     @app.get("/readyz")
     def readyz() -> Response:
         ready, details = runtime.readiness()
-        metrics.CACHE_SYNCED.set(1 if ready else 0)
+        measured.cache_synced.set(1 if ready else 0)
         return _json(200 if ready else 503, {"ready": ready, **details})
 
     @app.get("/metrics")
     def metrics_view() -> Response:
         ready, _ = runtime.readiness()
-        metrics.CACHE_SYNCED.set(1 if ready else 0)
+        measured.cache_synced.set(1 if ready else 0)
         body, content_type = metrics.render()
         return Response(body, status=200, content_type=content_type)
 
@@ -85,11 +86,16 @@ def create_app(runtime: Runtime) -> Flask:
 
 
 def _admission_view(runtime: Runtime, endpoint: str, handler: Handler) -> Callable[[], Response]:
+    measured = metrics.admission()
+
     def view() -> Response:
         started = time.perf_counter()
-        status, result = _answer(runtime, handler)
-        metrics.REQUESTS.labels(endpoint, result).inc()
-        metrics.LATENCY.labels(endpoint).observe(time.perf_counter() - started)
+        result = "error"  # an exception escaping _answer is a bug: answered 500 by Flask
+        try:
+            status, result = _answer(runtime, handler)
+        finally:
+            measured.requests.labels(endpoint, result).inc()
+            measured.latency.labels(endpoint).observe(time.perf_counter() - started)
         return status
 
     view.__name__ = endpoint.strip("/").replace("-", "_")
@@ -144,10 +150,11 @@ def respond(endpoint: str, handler: Handler, admission_request: dict[str, Any],
             ctx: Context) -> dict[str, Any]:
     """Run one handler; record its decision in the metrics and the audit annotations."""
     decision = handler(admission_request, ctx)
-    metrics.DECISIONS.labels(endpoint, decision.outcome.value).inc()
+    measured = metrics.admission()
+    measured.decisions.labels(endpoint, decision.outcome.value).inc()
     for rule in decision.violated_rules:
-        metrics.DECISIONS.labels(endpoint, f"violation:{rule}").inc()
-        metrics.VIOLATIONS.labels(rule, ctx.policy.scale_down.enforcement).inc()
+        measured.decisions.labels(endpoint, f"violation:{rule}").inc()
+        measured.violations.labels(rule, ctx.policy.scale_down.enforcement).inc()
     return decision.final_response()
 
 

@@ -23,6 +23,7 @@ from ..cluster.filewatch import FileWatcher
 
 log = logging.getLogger("poolguard")
 CERT_CHECK_SECONDS = 2.0
+READINESS_METRIC_SECONDS = 5.0
 
 
 class ReloadingTLS:
@@ -36,6 +37,9 @@ class ReloadingTLS:
 
     def __init__(self, cert_file: str, key_file: str) -> None:
         self.cert_file, self.key_file = cert_file, key_file
+        self.expires_at = 0.0  # the served certificate's notAfter, Unix time
+        # Called in a worker after each reload (the metric is set per worker: see post_fork).
+        self.on_reload: Callable[[ReloadingTLS], None] = lambda _tls: None
         self._lock = threading.Lock()
         self._files = FileWatcher(cert_file, key_file)
         self._context = self._build()  # fails at start: a server without TLS must not run
@@ -47,6 +51,7 @@ class ReloadingTLS:
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(self.cert_file, self.key_file)
         context.set_alpn_protocols(["http/1.1"])
+        self.expires_at = _not_after(self.cert_file)
         return context
 
     def context(self) -> ssl.SSLContext:
@@ -69,6 +74,7 @@ class ReloadingTLS:
             self._files.take(stamp)  # only a pair that loads: a half-written one is retried
             self.reloads += 1
             log.info("serving certificate reloaded from %s", self.cert_file)
+            self.on_reload(self)
         except (OSError, ssl.SSLError, ValueError) as err:
             log.warning("certificate files changed but do not load yet (%s); "
                         "keeping the previous certificate", err)
@@ -124,8 +130,28 @@ def _admission_app(args: argparse.Namespace) -> Any:
     return create_app(build_runtime(args))
 
 
-def _post_fork(_server: Any, _worker: Any) -> None:
+def _not_after(cert_file: str) -> float:
+    """The notAfter of the first certificate in `cert_file`, as Unix time."""
+    from cryptography import x509
+
+    with open(cert_file, "rb") as pem:
+        return x509.load_pem_x509_certificate(pem.read()).not_valid_after_utc.timestamp()
+
+
+def _post_fork(server: Any, _worker: Any) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    # The expiry metric is set in the workers only: the master never reloads the
+    # certificate, and as a live process its stale value would win the minimum.
+    tls = getattr(server.app, "tls", None)
+    if tls is not None:
+        tls.on_reload = _publish_expiry
+        _publish_expiry(tls)
+
+
+def _publish_expiry(tls: ReloadingTLS) -> None:
+    from . import metrics
+
+    metrics.admission().certificate_expiry.set(tls.expires_at)
 
 
 def _child_exit(_server: Any, worker: Any) -> None:
@@ -140,18 +166,39 @@ def build_runtime(args: argparse.Namespace) -> Any:
     from . import metrics
     from .runtime import PolicyHolder, Runtime, Settings
 
-    def loaded() -> None:
-        metrics.POLICY_LOADED.set_to_current_time()
+    measured = metrics.admission()
 
-    policy = PolicyHolder(args.policy, on_error=metrics.POLICY_ERRORS.inc, on_load=loaded)
+    def loaded() -> None:
+        measured.policy_loaded.set_to_current_time()
+
+    policy = PolicyHolder(args.policy, on_error=measured.policy_errors.inc, on_load=loaded)
     settings = Settings(max_staleness_seconds=args.max_staleness, fail_closed=args.fail_closed)
     if args.state:
-        return Runtime(policy, load_state(args.state), settings)
-    from ..cluster.kubeclient import api_client_from
-    from ..cluster.live import LiveCluster
+        runtime = Runtime(policy, load_state(args.state), settings)
+    else:
+        from ..cluster.kubeclient import api_client_from
+        from ..cluster.live import LiveCluster
 
-    # Watches are re-opened every minute, so even a quiet resource is heard from well
-    # inside the default staleness bound.
-    view = LiveCluster(api_client_from(args.kubeconfig, args.context), watch_timeout=60)
-    view.start()
-    return Runtime(policy, view, settings)
+        # Watches are re-opened every minute, so even a quiet resource is heard from well
+        # inside the default staleness bound.
+        view = LiveCluster(api_client_from(args.kubeconfig, args.context), watch_timeout=60)
+        view.start()
+        runtime = Runtime(policy, view, settings)
+    _report_readiness(runtime, measured.cache_synced)
+    return runtime
+
+
+def _report_readiness(runtime: Any, gauge: Any, period: float = READINESS_METRIC_SECONDS) -> None:
+    """Keep this worker's cache_synced gauge current, whether or not probes reach it.
+
+    The metric is the minimum over the workers, and a probe or scrape lands on one worker:
+    a worker that answered none would otherwise hold it at 0. Checking readiness also
+    re-reads a changed policy file, so a bad policy is counted without any traffic.
+    """
+    def loop() -> None:
+        while True:
+            ready, _ = runtime.readiness()
+            gauge.set(1 if ready else 0)
+            time.sleep(period)
+
+    threading.Thread(target=loop, daemon=True, name="readiness-metric").start()

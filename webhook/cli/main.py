@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from ..errors import EXIT_USAGE, InputError
 from .argtypes import OneLineErrors
 from .plan import add_plan_parser
+from .policy import add_policy_parser
 from .reconcile import add_reconcile_parser
 from .serve import add_serve_parser
 
@@ -17,6 +18,7 @@ PARSER_BUILDERS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_plan_parser,
     add_serve_parser,
     add_reconcile_parser,
+    add_policy_parser,
 ]
 
 

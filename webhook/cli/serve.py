@@ -71,16 +71,12 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def _prepare_metrics_dir() -> None:
     """One metrics directory for all workers, emptied of an earlier run's files."""
-    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if not directory:
-        directory = tempfile.mkdtemp(prefix="poolguard-metrics-")
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+    from ..admission import metrics
+
+    directory = os.environ.get(metrics.MULTIPROC_ENV) or tempfile.mkdtemp(
+        prefix="poolguard-metrics-")
     Path(directory).mkdir(parents=True, exist_ok=True)
     for stale in Path(directory).glob("*.db"):
         stale.unlink()
-    # prometheus_client picks per-process or multiprocess values when it is first
-    # imported, and `python -m webhook` imports it (for the reconciler) before this
-    # runs: choose again, or the workers count in memory and /metrics stays empty.
-    from prometheus_client import values
-
-    values.ValueClass = values.get_value_class()
+    # Before any admission metric exists: metrics.py says why the order matters.
+    metrics.use_multiprocess_dir(directory)

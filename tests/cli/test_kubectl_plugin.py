@@ -1,0 +1,144 @@
+"""`kubectl poolguard`: the plugin as kubectl runs it, against the fake API server.
+
+When kubectl is installed the commands go through `kubectl poolguard ...` itself (kubectl
+finds `kubectl-poolguard` on the PATH, as it does for a user); else the script is run
+directly. The plan it prints must equal `python -m webhook plan` on the same state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support.kubeapi import FakeKubeAPI, items_of
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_STATE = REPO / "examples" / "cluster-state.yaml"
+BIN = Path(sys.executable).parent
+PLUGIN = BIN / "kubectl-poolguard"
+KUBECTL = shutil.which("kubectl")
+NOW = ["--now", "2026-01-31T12:00:00Z"]
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[FakeKubeAPI, Path]]:
+    """The example cluster; the kubeconfig's current context has namespace ml."""
+    with FakeKubeAPI() as api:
+        api.put(*items_of(yaml.safe_load_all(EXAMPLE_STATE.read_text())))
+        config = json.loads(api.write_kubeconfig(tmp_path / "base").read_text())
+        config["contexts"][0]["context"]["namespace"] = "ml"
+        config["contexts"].append({"name": "other", "context": {
+            "cluster": "fake", "user": "fake", "namespace": "elsewhere"}})
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(json.dumps(config))
+        yield api, kubeconfig
+
+
+def plugin(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PATH": f"{BIN}:{os.environ['PATH']}"}
+    command = [KUBECTL, "poolguard"] if KUBECTL else [str(PLUGIN)]
+    return subprocess.run([*command, *args], capture_output=True, text=True, env=env,
+                          timeout=60, check=False)
+
+
+def plan_from_state(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "webhook", "plan", "--state", str(EXAMPLE_STATE),
+                           *args], capture_output=True, text=True, timeout=60, check=False)
+
+
+def put_policy(api: FakeKubeAPI, text: str, namespace: str = "poolguard") -> None:
+    api.put({"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": "poolguard-policy", "namespace": namespace},
+             "data": {"policy.yaml": text}})
+
+
+def test_the_console_script_is_installed_where_kubectl_finds_it() -> None:
+    assert PLUGIN.is_file() and os.access(PLUGIN, os.X_OK)
+    if KUBECTL:
+        listed = subprocess.run([KUBECTL, "plugin", "list"], capture_output=True, text=True,
+                                env={**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"},
+                                check=False)
+        assert str(PLUGIN) in listed.stdout
+
+
+def test_plan_uses_the_context_namespace_and_matches_plan_on_the_same_state(
+        cluster: tuple[FakeKubeAPI, Path]) -> None:
+    api, kubeconfig = cluster
+    put_policy(api, (REPO / "examples" / "policy.yaml").read_text())
+    result = plugin(kubeconfig, "plan", "deploy/llm-serve", "--replicas", "3", *NOW)
+    expected = plan_from_state("--workload", "deploy/ml/llm-serve", "--replicas", "3", *NOW,
+                               "--policy", str(REPO / "examples" / "policy.yaml"))
+    assert result.returncode == expected.returncode == 0, result.stderr
+    assert result.stdout == expected.stdout
+    assert result.stdout.startswith("Deployment ml/llm-serve: 6 -> 3 replicas")
+    assert result.stderr == ""
+    assert api.write_count() == 0
+
+
+def test_namespace_flag_type_name_form_and_json(cluster: tuple[FakeKubeAPI, Path]) -> None:
+    api, kubeconfig = cluster
+    put_policy(api, (REPO / "examples" / "policy.yaml").read_text())
+    result = plugin(kubeconfig, "plan", "deployment", "llm-serve", "-n", "ml", "--replicas", "2",
+                    "-o", "json", *NOW)
+    assert result.returncode == 0, result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    assert document["workload"]["namespace"] == "ml"
+    assert document["workload"]["name"] == "llm-serve"
+    wrong = plugin(kubeconfig, "plan", "deploy/llm-serve", "--replicas", "2", "--context",
+                   "other")
+    assert wrong.returncode == 2
+    assert "Deployment elsewhere/llm-serve: not found" in wrong.stderr
+
+
+def test_the_installed_policy_is_the_one_judged(cluster: tuple[FakeKubeAPI, Path]) -> None:
+    api, kubeconfig = cluster
+    policy = (REPO / "examples" / "policy.yaml").read_text()
+    put_policy(api, policy.replace("enforcement: enforce", "enforcement: warn"))
+    warned = plugin(kubeconfig, "plan", "deploy/llm-serve", "--replicas", "2", *NOW)
+    assert warned.returncode == 0, warned.stderr
+    assert "(enforcement: warn)" in warned.stdout
+    put_policy(api, policy.replace("enforcement: enforce", "enforcement: dryrun"), "guard")
+    other = plugin(kubeconfig, "plan", "deploy/llm-serve", "--replicas", "2",
+                   "--poolguard-namespace", "guard", *NOW)
+    assert "(enforcement: dryrun)" in other.stdout
+    api.delete("ConfigMap", "poolguard", "poolguard-policy")
+    builtin = plugin(kubeconfig, "plan", "deploy/llm-serve", "--replicas", "2", *NOW)
+    assert builtin.returncode == 0
+    assert "(enforcement: enforce)" in builtin.stdout
+    assert builtin.stderr.startswith("note: ConfigMap poolguard/poolguard-policy not found")
+    put_policy(api, "pools: []\n")
+    broken = plugin(kubeconfig, "plan", "deploy/llm-serve", "--replicas", "2")
+    assert broken.returncode == 2
+    assert "configmap-poolguard-poolguard-policy.yaml: pools:" in broken.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["plan", "pods/x", "--replicas", "1"], "TYPE must be a deployment, replicaset or statefulset"),
+    (["plan", "llm-serve", "--replicas", "1"], "expected TYPE/NAME or TYPE NAME"),
+    (["plan", "deploy/x", "--replicas", "1", "--context", "nope"],
+     "--context nope: no such context"),
+    (["plan", "deploy/x"], "--replicas"),
+])
+def test_usage_errors_exit_2_with_one_line(cluster: tuple[FakeKubeAPI, Path], args: list[str],
+                                           message: str) -> None:
+    _, kubeconfig = cluster
+    result = plugin(kubeconfig, *args)
+    assert result.returncode == 2
+    line, = result.stderr.strip().splitlines()
+    assert line.startswith("error: ") and message in line, line
+
+
+def test_policy_check_passes_through(cluster: tuple[FakeKubeAPI, Path]) -> None:
+    _, kubeconfig = cluster
+    result = plugin(kubeconfig, "policy", "check", str(REPO / "examples" / "policy.yaml"))
+    assert result.returncode == 0
+    assert "a valid poolguard policy" in result.stdout

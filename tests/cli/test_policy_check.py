@@ -1,0 +1,107 @@
+"""`python -m webhook policy check FILE`: exit codes and the printed explanation."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+POOLS = "pools:\n  - {name: a, deletionCost: 1, protected: true}\n"
+
+
+def check(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "webhook", "policy", "check", *map(str, args)],
+                          capture_output=True, text=True, cwd=REPO, timeout=60, check=False)
+
+
+def test_the_example_policy_is_explained_in_plain_words() -> None:
+    result = check("examples/policy.yaml")
+    assert (result.returncode, result.stderr) == (0, "")
+    lines = result.stdout.splitlines()
+    assert lines[0] == "examples/policy.yaml: a valid poolguard policy."
+    text = result.stdout
+    assert "Pools, by the node label node.usage (listed most protected first):" in text
+    assert ("  inference  nodes with node.usage=inference: pods get deletion cost 1000  "
+            "protected") in lines
+    assert "  hybrid     nodes with node.usage=hybrid: pods get deletion cost -100" in lines
+    assert ("the lowest cost goes first: hybrid pods (-100), then pods on other nodes (0), "
+            "then inference pods (1000).") in text
+    assert "Governed namespaces: all namespaces (the selector is empty)." in lines
+    assert ("Scale-downs (enforcement: enforce): a scale-down that breaks a rule is denied, "
+            "with the reason and the fix.") in lines
+    assert ("  protectedLast: a scale-down must not remove a pod on inference while a pod of "
+            "the same workload outside the protected pools survives.") in lines
+    assert "  minProtectedReplicas: 0, no minimum." in lines
+    assert "system:serviceaccount:kube-system:deployment-controller" in lines[-1]
+
+
+def test_selectors_percentages_and_modes_are_spelled_out(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("""
+poolLabel: example.com/pool
+pools:
+  - {name: online, deletionCost: 500, protected: true}
+  - {name: batch, deletionCost: 500}
+defaultDeletionCost: -10
+namespaceSelector:
+  matchLabels: {team: ml}
+  matchExpressions:
+    - {key: tier, operator: In, values: [gold, silver]}
+    - {key: legacy, operator: DoesNotExist}
+scaleDown: {enforcement: dryrun, protectedLast: false, minProtectedReplicas: "50%",
+            exemptUsers: []}
+""")
+    result = check(policy)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert ("Governed namespaces: namespaces whose labels match team=ml and tier in (gold, "
+            "silver) and legacy is not set.") in lines
+    assert ("the lowest cost goes first: pods on other nodes (-10), then online pods and "
+            "batch pods (500).") in result.stdout
+    assert any(line.startswith("Scale-downs (enforcement: dryrun): a scale-down that breaks "
+                               "a rule is allowed silently") for line in lines)
+    assert "  protectedLast: off." in lines
+    assert ("  minProtectedReplicas: a scale-down that removes pods on online must leave at "
+            "least 50% of the new replica count there (rounded up).") in lines
+    assert not any("Never checked" in line for line in lines)
+
+
+def test_no_protected_pool_says_no_rule_can_be_broken(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("pools:\n  - {name: a, deletionCost: 5}\nscaleDown: {enforcement: warn}\n")
+    result = check(policy)
+    assert result.returncode == 0
+    assert "No pool is protected, so no scale-down rule can be broken" in result.stdout
+    quiet = check(policy, "--quiet")
+    assert (quiet.returncode, quiet.stdout) == (0, "")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("pools:\n  - name: a\n    deletionCost: abc\n",
+     "pools[0].deletionCost: must be an integer, got 'abc'"),
+    (POOLS + "scaleDown:\n  enforcement: audit\n", "scaleDown.enforcement"),
+    ("poolLabel: node.usage\nextra: 1\n", "extra: unknown field"),
+    ("pools: [\n", "line"),
+    (POOLS + "scaleDown:\n  minProtectedReplicas: 150%\n", "scaleDown.minProtectedReplicas"),
+    ("poolLabel: node.usage\n", "pools: must be a non-empty list of pools"),
+])
+def test_an_invalid_policy_exits_2_naming_the_field(tmp_path: Path, text: str,
+                                                    message: str) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(text)
+    result = check(policy)
+    assert (result.returncode, result.stdout) == (2, "")
+    line, = result.stderr.splitlines()
+    assert line.startswith(f"error: policy file {policy}") and message in line, line
+
+
+def test_a_missing_file_and_missing_argument(tmp_path: Path) -> None:
+    missing = check(tmp_path / "nope.yaml")
+    assert missing.returncode == 2
+    assert "nope.yaml" in missing.stderr and missing.stderr.startswith("error: ")
+    usage = subprocess.run([sys.executable, "-m", "webhook", "policy", "check"],
+                           capture_output=True, text=True, cwd=REPO, check=False)
+    assert usage.returncode == 2 and usage.stderr.startswith("error: ")

@@ -1,0 +1,456 @@
+"""The Helm chart charts/poolguard: lint, render, schema-validate, and match the kustomize base.
+
+helm is built from the Go module proxy by `make helm` (mk/chart.mk; `make test` does it
+first). Every values file in charts/poolguard/ci/ is a documented combination
+(docs/install.md "Helm"): each one lints, renders and validates against the Kubernetes
+schemas, strictly. With the default values the chart renders the same objects as
+`kubectl kustomize manifests/overlays/self-signed`, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import itertools
+import json
+import re
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate.utils as kv
+import pytest
+import yaml
+
+from certs import pki
+from certs.cli import build_parser as certs_parser
+from webhook.cluster.state import load_policy
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "poolguard"
+CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
+HELM_GOMOD = REPO / "tests" / "deploy" / "gomod" / "helm" / "go.mod"
+HELM_VERSION = re.search(r"^require helm\.sh/helm/v3 (\S+)$", HELM_GOMOD.read_text(),
+                         re.M).group(1)
+HELM = Path.home() / ".cache" / "poolguard-e2e" / f"helm-{HELM_VERSION}" / "helm"
+KUBECTL = shutil.which("kubectl")
+K8S_VERSIONS = ("1.30.0", kv.latest_version())
+CRD_KINDS = {"Issuer", "Certificate", "ServiceMonitor", "PrometheusRule"}
+CHART_ONLY_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by")
+
+
+def _helm() -> Path:
+    """The helm binary, built with `make helm` when Go is there; skip loudly without Go."""
+    if HELM.is_file():
+        return HELM
+    if shutil.which("go") is None:
+        pytest.skip(f"SKIPPED: Go is not installed, so helm {HELM_VERSION} cannot be built "
+                    "from the module proxy; the chart is NOT tested on this machine")
+    built = subprocess.run(["make", "--no-print-directory", "helm"], cwd=REPO,
+                           capture_output=True, text=True, timeout=1800, check=False)
+    assert built.returncode == 0 and HELM.is_file(), built.stdout + built.stderr
+    return HELM
+
+
+def helm(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(_helm()), *map(str, args)], capture_output=True, text=True,
+                          cwd=REPO, timeout=120, check=False)
+
+
+@cache
+def _template(values: tuple[str, ...], sets: tuple[str, ...], namespace: str) -> str:
+    args: list[str | Path] = ["template", "poolguard", CHART, "--namespace", namespace]
+    for path in values:
+        args += ["--values", path]
+    for assignment in sets:
+        args += ["--set", assignment]
+    result = helm(*args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def render(*values: Path, sets: tuple[str, ...] = (),
+           namespace: str = "poolguard") -> list[dict[str, Any]]:
+    """`helm template` with these values files and --set assignments, as objects."""
+    text = _template(tuple(map(str, values)), sets, namespace)
+    return [copy.deepcopy(doc) for doc in yaml.safe_load_all(text) if doc]
+
+
+def find(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    matches = [o for o in objects if o["kind"] == kind and o["metadata"]["name"] == name]
+    assert len(matches) == 1, f"expected one {kind}/{name}, found {len(matches)}"
+    return matches[0]
+
+
+def kinds(objects: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    return {(o["kind"], o["metadata"]["name"]) for o in objects}
+
+
+def is_hook(obj: dict[str, Any]) -> bool:
+    return "helm.sh/hook" in obj["metadata"].get("annotations", {})
+
+
+def container(objects: list[dict[str, Any]], deployment: str) -> dict[str, Any]:
+    return find(objects, "Deployment", deployment)["spec"]["template"]["spec"]["containers"][0]
+
+
+# --------------------------------------------------------------------------- lint, schemas
+
+
+@pytest.mark.parametrize("values", [None, *CI_VALUES], ids=lambda v: v.stem if v else "default")
+def test_helm_lint_strict(values: Path | None) -> None:
+    args: list[str | Path] = ["lint", "--strict", CHART]
+    if values:
+        args += ["--values", values]
+    result = helm(*args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize("values", [None, *CI_VALUES], ids=lambda v: v.stem if v else "default")
+def test_rendered_objects_validate_against_kubernetes_schemas(values: Path | None,
+                                                              version: str) -> None:
+    objects = render(*([values] if values else []))
+    checked = 0
+    for obj in objects:
+        if obj["kind"] in CRD_KINDS:
+            continue  # custom resources: checked field by field in the tests below
+        kv.validate(obj, version, strict=True)  # raises on any error or unknown field
+        checked += 1
+    assert checked >= 16, checked  # the smallest combination (webhook-only) has 16
+
+
+def test_every_values_combination_is_documented() -> None:
+    install_doc = (REPO / "docs" / "install.md").read_text()
+    for path in CI_VALUES:
+        assert f"charts/poolguard/ci/{path.name}" in install_doc, path.name
+
+
+# --------------------------------------------------------------------------- same as kustomize
+
+
+def _normalize(obj: dict[str, Any]) -> dict[str, Any]:
+    """What may differ between the chart and kustomize, removed: who manages it, the empty
+    caBundle placeholders (the chart leaves the field to whoever injects it), and the policy
+    file's comments (the parsed policy is compared)."""
+    obj = copy.deepcopy(obj)
+    for meta in (obj["metadata"], obj.get("spec", {}).get("template", {}).get("metadata", {})):
+        for label in CHART_ONLY_LABELS:
+            meta.get("labels", {}).pop(label, None)
+    for hook in obj.get("webhooks", []):
+        assert hook["clientConfig"].pop("caBundle", "") == ""
+    if obj["kind"] == "ConfigMap" and "policy.yaml" in obj.get("data", {}):
+        obj["data"]["policy.yaml"] = yaml.safe_load(obj["data"]["policy.yaml"])
+    return obj
+
+
+@cache
+def _kustomize(overlay: str) -> str:
+    result = subprocess.run([KUBECTL, "kustomize", REPO / "manifests" / "overlays" / overlay],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def kustomized(overlay: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(_kustomize(overlay)) if doc]
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed (kubectl kustomize)")
+@pytest.mark.parametrize(("overlay", "values"), [
+    ("self-signed", []), ("cert-manager", [CHART / "ci" / "cert-manager-values.yaml"])])
+def test_default_chart_renders_the_kustomize_objects(overlay: str, values: list[Path]) -> None:
+    chart = {(o["kind"], o["metadata"]["name"]): _normalize(o)
+             for o in render(*values, sets=("createNamespace=true",)) if not is_hook(o)
+             or o["kind"] == "Namespace"}
+    base = {(o["kind"], o["metadata"]["name"]): _normalize(o) for o in kustomized(overlay)}
+    namespace = chart[("Namespace", "poolguard")]
+    for key in [k for k in namespace["metadata"]["annotations"] if k.startswith("helm.sh/")]:
+        del namespace["metadata"]["annotations"][key]  # the chart makes it before its hook Job
+    assert sorted(chart) == sorted(base)
+    for key, obj in base.items():
+        assert chart[key] == obj, key
+
+
+def test_chart_only_objects_are_the_certificate_hook() -> None:
+    hooks = [o for o in render() if is_hook(o)]
+    assert kinds(hooks) == {("ServiceAccount", "poolguard-certs"), ("Role", "poolguard-certs"),
+                            ("RoleBinding", "poolguard-certs"),
+                            ("ClusterRole", "poolguard-certs"),
+                            ("ClusterRoleBinding", "poolguard-certs"),
+                            ("Job", "poolguard-certs-secret"),
+                            ("Job", "poolguard-certs-ca-bundle")}
+    phases = {o["metadata"]["name"]: o["metadata"]["annotations"]["helm.sh/hook"]
+              for o in hooks if o["kind"] == "Job"}
+    # The Secret exists before the webhook Pods that mount it; the caBundle is written once
+    # the webhook configurations exist.
+    assert phases == {"poolguard-certs-secret": "pre-install,pre-upgrade",
+                      "poolguard-certs-ca-bundle": "post-install,post-upgrade"}
+    assert not [o for o in render(CHART / "ci" / "cert-manager-values.yaml") if is_hook(o)]
+
+
+def test_values_policy_is_the_example_policy() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    example = yaml.safe_load((REPO / "examples" / "policy.yaml").read_text())
+    assert values["policy"] == example
+
+
+# --------------------------------------------------------------------------- values
+
+
+def test_custom_values_rename_resize_and_reach_every_reference() -> None:
+    objects = render(CHART / "ci" / "custom-values.yaml")
+    namespaced = [o for o in objects if "namespace" in o["metadata"]]
+    assert {o["metadata"]["namespace"] for o in namespaced} == {"gpu-guard"}
+    namespace = find(objects, "Namespace", "gpu-guard")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    service = find(objects, "Service", "guard")
+    assert service["spec"]["ports"][0]["port"] == 443
+
+    hooks = {h["name"]: h for kind in ("MutatingWebhookConfiguration",
+                                       "ValidatingWebhookConfiguration")
+             for h in find(objects, kind, "poolguard")["webhooks"]}
+    for hook in hooks.values():
+        assert hook["clientConfig"]["service"]["name"] == "guard"
+        assert hook["clientConfig"]["service"]["namespace"] == "gpu-guard"
+        excluded = hook["namespaceSelector"]["matchExpressions"][0]
+        assert excluded == {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                            "values": ["kube-system", "gpu-guard"]}
+    assert (hooks["scale.poolguard.dev"]["failurePolicy"],
+            hooks["scale.poolguard.dev"]["timeoutSeconds"]) == ("Fail", 10)
+    assert hooks["pods.poolguard.dev"]["timeoutSeconds"] == 2
+    assert hooks["bindings.poolguard.dev"]["failurePolicy"] == "Ignore"
+
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        for binding in (o for o in objects if o["kind"] == kind):
+            assert {s["namespace"] for s in binding["subjects"]} == {"gpu-guard"}
+
+    webhook = find(objects, "Deployment", "poolguard-webhook")
+    assert webhook["spec"]["replicas"] == 3
+    assert find(objects, "Deployment", "poolguard-reconciler")["spec"]["replicas"] == 1
+    pod = webhook["spec"]["template"]["spec"]
+    assert pod["imagePullSecrets"] == [{"name": "registry-credentials"}]
+    main = pod["containers"][0]
+    assert main["image"] == "registry.example.com/platform/poolguard:0.1.0-rc1"
+    assert main["imagePullPolicy"] == "Always"
+    assert main["resources"] == {"requests": {"cpu": "200m", "memory": "256Mi"},
+                                 "limits": {"memory": "1Gi"}}
+    assert main["args"][-1] == "--fail-closed"
+    secret = next(s["secret"] for s in pod["volumes"][0]["projected"]["sources"] if "secret" in s)
+    assert secret["name"] == "guard-tls"
+
+    policy = yaml.safe_load(find(objects, "ConfigMap", "poolguard-policy")["data"]["policy.yaml"])
+    assert policy["poolLabel"] == "example.com/pool"
+    assert policy["scaleDown"]["enforcement"] == "warn"
+    assert policy["scaleDown"]["minProtectedReplicas"] == "50%"
+
+
+def test_the_policy_in_the_configmap_loads_in_poolguard(tmp_path: Path) -> None:
+    """What the chart renders is a policy the server accepts (the server's own loader)."""
+    for values in ([], [CHART / "ci" / "custom-values.yaml"],
+                   [CHART / "ci" / "dryrun-values.yaml"]):
+        text = find(render(*values), "ConfigMap", "poolguard-policy")["data"]["policy.yaml"]
+        path = tmp_path / "policy.yaml"
+        path.write_text(text)
+        load_policy(str(path))
+
+
+def test_enforcement_value_overrides_the_policy() -> None:
+    for enforcement in ("dryrun", "warn", "enforce"):
+        objects = render(sets=(f"enforcement={enforcement}",))
+        configmap = find(objects, "ConfigMap", "poolguard-policy")
+        policy = yaml.safe_load(configmap["data"]["policy.yaml"])
+        assert policy["scaleDown"]["enforcement"] == enforcement
+        assert policy["scaleDown"]["protectedLast"] is True  # the rest of the policy stays
+
+
+@pytest.mark.parametrize(("assignment", "message"), [
+    ("enforcement=audit", 'enforcement: "audit" is not one of dryrun, warn, enforce'),
+    ("webhooks.scale.failurePolicy=Deny",
+     'webhooks.scale.failurePolicy: "Deny" is not one of Ignore, Fail'),
+    ("webhooks.pods.timeoutSeconds=31", "webhooks.pods.timeoutSeconds: 31 is outside 1-30"),
+    ("certificates.source=vault", 'certificates.source: "vault" is not one of'),
+    ("metrics.service.enabled=false,metrics.serviceMonitor.enabled=true",
+     "metrics.serviceMonitor.enabled needs metrics.service.enabled"),
+])
+def test_bad_values_stop_rendering_naming_the_value(assignment: str, message: str) -> None:
+    result = helm("template", "poolguard", CHART, "--set", assignment)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+
+
+def test_reconciler_off_removes_all_of_it() -> None:
+    objects = render(sets=("reconciler.enabled=false",))
+    assert not [o for o in objects if "reconciler" in o["metadata"]["name"]]
+    assert ("Deployment", "poolguard-webhook") in kinds(objects)
+    with_monitoring = render(CHART / "ci" / "monitoring-values.yaml",
+                             sets=("reconciler.enabled=false",))
+    assert not [o for o in with_monitoring if "reconciler" in o["metadata"]["name"]]
+
+
+def test_metrics_services_select_the_pods_and_their_named_ports() -> None:
+    objects = render()
+    for component, port, target in (("webhook", 8443, "https"), ("reconciler", 9090, "metrics")):
+        service = find(objects, "Service", f"poolguard-{component}-metrics")
+        assert service["metadata"]["labels"]["poolguard.dev/metrics"] == "true"
+        assert service["spec"]["ports"] == [{"name": "metrics", "port": port,
+                                             "targetPort": target, "protocol": "TCP"}]
+        template = find(objects, "Deployment", f"poolguard-{component}")["spec"]["template"]
+        labels = template["metadata"]["labels"]
+        assert all(labels[k] == v for k, v in service["spec"]["selector"].items())
+        ports = {p["name"]: p["containerPort"] for p in template["spec"]["containers"][0]["ports"]}
+        assert ports[target] == port
+    assert not {("Service", "poolguard-webhook-metrics")} & kinds(
+        render(CHART / "ci" / "webhook-only-values.yaml"))
+
+
+def test_service_monitors_scrape_what_the_services_serve() -> None:
+    objects = render(CHART / "ci" / "monitoring-values.yaml")
+    webhook = find(objects, "ServiceMonitor", "poolguard-webhook")
+    assert webhook["apiVersion"] == "monitoring.coreos.com/v1"
+    assert webhook["metadata"]["labels"]["release"] == "prometheus"
+    service = find(objects, "Service", "poolguard-webhook-metrics")
+    assert all(service["metadata"]["labels"][k] == v
+               for k, v in webhook["spec"]["selector"]["matchLabels"].items())
+    (endpoint,) = webhook["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["scheme"], endpoint["path"]) == ("metrics", "https",
+                                                                        "/metrics")
+    # The certificate the hook Job makes names the Service: the scrape verifies against it.
+    assert endpoint["tlsConfig"]["serverName"] in pki.service_dns_names("poolguard-webhook",
+                                                                        "poolguard")
+    assert endpoint["tlsConfig"]["ca"]["secret"] == {"name": "poolguard-webhook-tls",
+                                                     "key": "ca.crt"}
+    reconciler = find(objects, "ServiceMonitor", "poolguard-reconciler")
+    assert reconciler["spec"]["endpoints"][0]["scheme"] == "http"
+    assert all(find(objects, "Service", "poolguard-reconciler-metrics")["metadata"]["labels"][k]
+               == v for k, v in reconciler["spec"]["selector"]["matchLabels"].items())
+
+
+def test_prometheus_rule_and_dashboard_are_the_shipped_files() -> None:
+    objects = render(CHART / "ci" / "monitoring-values.yaml")
+    rule = find(objects, "PrometheusRule", "poolguard")
+    shipped = yaml.safe_load((CHART / "files" / "prometheus-rules.yaml").read_text())
+    assert rule["spec"] == shipped
+    alerts = [r for g in rule["spec"]["groups"] for r in g["rules"]]
+    assert all(r["labels"]["severity"] in ("warning", "critical") for r in alerts)
+    doc = (REPO / "docs" / "install.md").read_text().lower()
+    for alert in alerts:  # each alert has its runbook section
+        assert alert["annotations"]["runbook"] == f"docs/install.md#{alert['alert'].lower()}"
+        assert f"#### {alert['alert'].lower()}" in doc, alert["alert"]
+    dashboard = find(objects, "ConfigMap", "poolguard-grafana-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["poolguard.json"]) == json.loads(
+        (CHART / "files" / "grafana-dashboard.json").read_text())
+
+
+def test_network_policies_open_only_the_serving_ports() -> None:
+    objects = render(CHART / "ci" / "network-policy-values.yaml")
+    webhook = find(objects, "NetworkPolicy", "poolguard-webhook")
+    assert webhook["spec"]["ingress"] == [{"ports": [{"port": 8443, "protocol": "TCP"}]}]
+    reconciler = find(objects, "NetworkPolicy", "poolguard-reconciler")
+    (rule,) = reconciler["spec"]["ingress"]
+    assert rule["ports"] == [{"port": 9090, "protocol": "TCP"}]
+    assert rule["from"][0]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "monitoring"}
+    assert "NetworkPolicy" not in {o["kind"] for o in render()}
+
+
+def test_cert_manager_values_make_the_certificates_for_the_service() -> None:
+    objects = render(CHART / "ci" / "cert-manager-values.yaml",
+                     sets=("webhook.serviceName=guard",), namespace="team-a")
+    certificate = find(objects, "Certificate", "poolguard-webhook")
+    assert certificate["spec"]["dnsNames"] == pki.service_dns_names("guard", "team-a")
+    assert certificate["spec"]["secretName"] == "poolguard-webhook-tls"
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        config = find(objects, kind, "poolguard")
+        assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+            "team-a/poolguard-webhook")
+        assert all("caBundle" not in h["clientConfig"] for h in config["webhooks"])
+
+
+def test_certificate_hook_jobs_run_a_valid_certs_command() -> None:
+    """The Jobs' arguments parse with the certs tool's own parser, for the chart's names."""
+    objects = render(CHART / "ci" / "custom-values.yaml")
+    parser = certs_parser()
+    for phase in ("secret", "ca-bundle"):
+        job = find(objects, "Job", f"poolguard-certs-{phase}")
+        main = job["spec"]["template"]["spec"]["containers"][0]
+        assert main["command"] == ["python", "-m", "certs"]
+        args = parser.parse_args(main["args"])
+        assert (args.namespace, args.service, args.secret, args.days) == (
+            "gpu-guard", "guard", "guard-tls", 30)
+        assert args.ca_bundle_only == (phase == "ca-bundle")
+    role = find(objects, "Role", "poolguard-certs")
+    names = {n for rule in role["rules"] for n in rule.get("resourceNames", [])}
+    assert names == {"guard-tls", "guard-tls-ca"}
+
+
+def test_no_secret_material_is_rendered() -> None:
+    for values in [None, *CI_VALUES]:
+        text = _template((str(values),) if values else (), (), "poolguard")
+        assert "PRIVATE KEY" not in text
+        assert "kind: Secret" not in text
+        assert base64.b64encode(b"-----BEGIN").decode()[:8] not in text
+
+
+# --------------------------------------------------------------------------- the docs
+
+
+def _doc_commands(*docs: Path) -> list[list[str]]:
+    """Shell commands in fenced sh blocks and in inline `...` spans of these docs."""
+    commands = []
+    for doc in docs:
+        text = doc.read_text()
+        snippets = []
+        for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+            joined = re.sub(r"\\\n\s*", " ", block)
+            snippets += [re.sub(r"\s#\s.*$", "", line).strip() for line in joined.splitlines()]
+        # Inline spans with flags are commands; `python -m webhook plan` alone is a name.
+        snippets += [span for span in re.findall(
+            r"`((?:helm|kubectl poolguard|python -m webhook) [^`]+)`", text) if " -" in span]
+        for snippet in filter(None, snippets):
+            for part in re.split(r"\s(?:\||&&)\s", snippet):
+                words = part.split()
+                if words:
+                    commands.append(words)
+    return commands
+
+
+def _has_value(path: str) -> bool:
+    node: Any = yaml.safe_load((CHART / "values.yaml").read_text())
+    for key in path.split("."):
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True
+
+
+def test_doc_commands_use_real_values_files_and_flags() -> None:
+    from webhook.cli.kubectl_plugin import build_parser as plugin_parser
+    from webhook.cli.main import build_parser as webhook_parser
+
+    docs = (REPO / "docs" / "install.md", REPO / "README.md")
+    seen = {"helm": 0, "plugin": 0, "webhook": 0}
+    placeholders = {"N": "3"}  # the docs' placeholders, made parseable
+    for words in _doc_commands(*docs):
+        words = [placeholders.get(w, w) for w in words]
+        if words[0] == "helm":
+            seen["helm"] += 1
+            for flag, arg in itertools.pairwise(words):
+                if flag == "--set":
+                    for assignment in arg.split(","):
+                        key = assignment.split("=", 1)[0]
+                        assert _has_value(key), f"helm --set {key}: no such value"
+                if flag in ("-f", "--values"):
+                    assert (REPO / arg).is_file(), arg
+        elif words[:2] == ["kubectl", "poolguard"]:
+            seen["plugin"] += 1
+            plugin_parser().parse_known_args(words[2:])  # SystemExit (fails) if unusable
+        elif words[:3] == ["python", "-m", "webhook"] and len(words) > 4 and not any(
+                w.startswith("[") for w in words):  # synopses with [optional] parts are not
+            seen["webhook"] += 1
+            webhook_parser().parse_args(words[3:])
+    assert seen["helm"] >= 3 and seen["plugin"] >= 2 and seen["webhook"] >= 2, seen

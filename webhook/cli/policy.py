@@ -1,0 +1,38 @@
+"""`python -m webhook policy check FILE`: validate a policy and explain it, for CI.
+
+Exit code 0 when the file is a valid policy (the explanation is printed), 2 when it is not
+(one `error:` line naming the file and the field, from the same parser the server uses).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..cluster.state import load_policy
+from ..core.policy_text import explain_policy
+
+
+def add_policy_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "policy", help="check a policy file and explain it",
+        description="Work with policy files (the ConfigMap poolguard-policy's policy.yaml).")
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    check = actions.add_parser(
+        "check", help="validate a policy file and explain it in plain words",
+        description="Validate a policy file with the parser the webhook and the reconciler "
+        "use, then explain it: pools and their deletion costs, which namespaces and pods are "
+        "governed, the scale-down rules and what the enforcement mode does. Exit code 0 "
+        "when valid, 2 with one error: line naming the field when not. Use it in CI before "
+        "a ConfigMap change is applied.")
+    check.add_argument("file", metavar="FILE", help="the policy YAML file")
+    check.add_argument("--quiet", "-q", action="store_true",
+                       help="print nothing when the policy is valid")
+    check.set_defaults(run=run_policy_check)
+
+
+def run_policy_check(args: argparse.Namespace) -> int:
+    policy = load_policy(args.file)  # PolicyError: the caller prints it, exit code 2
+    if not args.quiet:
+        print(f"{args.file}: a valid poolguard policy.\n")
+        print("\n".join(explain_policy(policy)))
+    return 0

@@ -1,0 +1,100 @@
+"""A policy explained in plain words: what `python -m webhook policy check` prints.
+
+Pure: it reads a validated Policy and returns lines of text. The words follow what the
+code does (core/policy.py, core/verdict.py), so a reviewer of a ConfigMap change can read
+what the new policy will do without knowing its YAML.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .policy import Policy
+
+ENFORCEMENT_WORDS = {
+    "enforce": "a scale-down that breaks a rule is denied, with the reason and the fix",
+    "warn": "a scale-down that breaks a rule is allowed, and whoever made it gets warnings "
+            "with the fix",
+    "dryrun": "a scale-down that breaks a rule is allowed silently; it is only recorded "
+              "(audit annotations scale.poolguard.dev/verdict and /rules, metric "
+              "poolguard_scale_violations_total)",
+}
+
+
+def explain_policy(policy: Policy) -> list[str]:
+    """The policy as sentences, grouped: pools and costs, scope, scale-down rules."""
+    return [*_pools(policy), "", *_scope(policy), "", *_rules(policy)]
+
+
+def _pools(policy: Policy) -> list[str]:
+    label = policy.pool_label
+    width = max(len(pool.name) for pool in policy.pools)
+    lines = [f"Pools, by the node label {label} (listed most protected first):"]
+    for pool in policy.pools:
+        mark = "  protected" if pool.protected else ""
+        lines.append(f"  {pool.name:<{width}}  nodes with {label}={pool.name}: pods get "
+                     f"deletion cost {pool.deletion_cost}{mark}")
+    lines.append(f"  other nodes (no {label} label, or an unlisted value): deletion cost "
+                 f"{policy.default_deletion_cost}")
+    groups = sorted({*(p.deletion_cost for p in policy.pools), policy.default_deletion_cost})
+    if len(groups) > 1:
+        named = [_names_with_cost(policy, cost) for cost in groups]
+        lines.append("When a ReplicaSet shrinks, among pods otherwise alike, the lowest cost "
+                     "goes first: " + ", then ".join(named) + ".")
+    return lines
+
+
+def _names_with_cost(policy: Policy, cost: int) -> str:
+    names = [f"{p.name} pods" for p in policy.pools if p.deletion_cost == cost]
+    if cost == policy.default_deletion_cost:
+        names.append("pods on other nodes")
+    return f"{' and '.join(names)} ({cost})"
+
+
+def _scope(policy: Policy) -> list[str]:
+    return [f"Governed namespaces: {_selector_words(policy.namespace_selector, 'namespaces')}.",
+            f"Governed pods and workload templates: "
+            f"{_selector_words(policy.pod_selector, 'pods')}."]
+
+
+def _selector_words(selector: Mapping[str, Any], things: str) -> str:
+    if not selector:
+        return f"all {things} (the selector is empty)"
+    terms = [f"{k}={v}" for k, v in (selector.get("matchLabels") or {}).items()]
+    for expr in selector.get("matchExpressions") or []:
+        key, operator = expr["key"], expr["operator"]
+        values = ", ".join(expr.get("values") or [])
+        terms.append({"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})",
+                      "Exists": f"{key} is set", "DoesNotExist": f"{key} is not set"}[operator])
+    return f"{things} whose labels match {' and '.join(terms)}" if terms else f"all {things}"
+
+
+def _rules(policy: Policy) -> list[str]:
+    scale = policy.scale_down
+    protected = policy.protected_pool_names
+    lines = [f"Scale-downs (enforcement: {scale.enforcement}): "
+             f"{ENFORCEMENT_WORDS[scale.enforcement]}."]
+    if not protected:
+        lines.append("  No pool is protected, so no scale-down rule can be broken: only the "
+                     "deletion costs steer which pods go.")
+        return lines
+    pools = " and ".join(protected)
+    if scale.protected_last:
+        lines.append(f"  protectedLast: a scale-down must not remove a pod on {pools} while a "
+                     "pod of the same workload outside the protected pools survives.")
+    else:
+        lines.append("  protectedLast: off.")
+    minimum = scale.min_protected_replicas
+    if isinstance(minimum, str):
+        lines.append(f"  minProtectedReplicas: a scale-down that removes pods on {pools} must "
+                     f"leave at least {minimum} of the new replica count there (rounded up).")
+    elif minimum:
+        lines.append(f"  minProtectedReplicas: a scale-down that removes pods on {pools} must "
+                     f"leave at least {minimum} pod{'s' if minimum != 1 else ''} there.")
+    else:
+        lines.append("  minProtectedReplicas: 0, no minimum.")
+    if scale.exempt_users:
+        lines.append("  Never checked: updates by " + ", ".join(scale.exempt_users) +
+                     " (rollouts shrinking old ReplicaSets).")
+    return lines
