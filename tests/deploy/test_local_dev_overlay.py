@@ -8,7 +8,9 @@ import pytest
 from tests.support.install import needs_kubectl, rendered, webhooks
 
 WORKLOADS = {("Deployment", "poolguard-webhook"), ("Deployment", "poolguard-reconciler"),
-             ("Service", "poolguard-webhook"), ("PodDisruptionBudget", "poolguard-webhook")}
+             ("Service", "poolguard-webhook"), ("Service", "poolguard-webhook-metrics"),
+             ("Service", "poolguard-reconciler-metrics"),
+             ("PodDisruptionBudget", "poolguard-webhook")}
 CONFIGURATIONS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 
 
