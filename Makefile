@@ -12,7 +12,7 @@ SERVICE ?= poolguard-webhook
 .DEFAULT_GOAL := help
 include mk/install.mk
 include mk/chart.mk
-.PHONY: help install test lint e2e e2e-down bench run bench-core bench-server bench-reconciler soak hey
+.PHONY: help install test lint e2e e2e-down bench run bench-core bench-server bench-reconciler bench-cache soak hey
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -32,10 +32,17 @@ test: $(STAMP) test-tools ## run lint and the whole test suite (builds helm and 
 lint: $(STAMP) ## ruff on the code
 	$(PY) -m ruff check webhook certs tests bench
 
-bench: bench-core bench-server bench-reconciler ## all benchmarks (core, HTTP server, reconciler)
+BENCH_RESULTS ?= .bench-results.jsonl
+bench: $(STAMP) ## all benchmarks, then every figure in one table with its bound or ratio
+	rm -f $(BENCH_RESULTS)
+	BENCH_RESULTS=$(abspath $(BENCH_RESULTS)) $(MAKE) --no-print-directory bench-core bench-cache bench-server bench-reconciler
+	$(PY) bench/table.py $(BENCH_RESULTS)
 
-bench-core: $(STAMP)
+bench-core: $(STAMP) ## core: predict + judge 1k-100k pods, today's core against the old one
 	$(PY) bench/bench_core.py
+
+bench-cache: $(STAMP) ## live cache: memory and GC pause per 10,000 realistic pods, old vs new
+	$(PY) bench/bench_cache.py
 
 bench-server: $(STAMP) hey
 	$(PY) bench/bench_server.py

@@ -53,15 +53,24 @@ def started(cluster: LiveCluster) -> LiveCluster:
 def test_syncs_every_resource_as_plain_dicts(api: FakeKubeAPI, cluster: LiveCluster) -> None:
     deploy = f.deployment("web")
     rs = f.replicaset("web-1", owner=deploy, pod_hash="1")
-    future_pod = f.pod("web-1-a", owner=rs, node_name="n1")
-    future_pod["spec"]["someFutureField"] = {"kept": True}
+    big_pod = f.pod("web-1-a", owner=rs, node_name="n1", cost="5",
+                    annotations={"poolguard.dev/pool": "inference", "other/note": "x" * 500})
+    big_pod["spec"]["someFutureField"] = {"kept": False}
+    big_pod["metadata"]["managedFields"] = [{"manager": "kubelet", "fieldsV1": {"f:x": {}}}]
     api.put({"apiVersion": "v1", "kind": "Namespace",
              "metadata": {"name": "ml", "labels": {"team": "serving"}}},
-            f.node("n1", "inference"), deploy, rs, f.statefulset("db"), future_pod)
+            f.node("n1", "inference"), deploy, rs, f.statefulset("db"), big_pod)
     started(cluster)
     pod = cluster.pod("ml", "web-1-a")
     assert pod is not None and pod["kind"] == "Pod" and pod["apiVersion"] == "v1"
-    assert pod["spec"]["someFutureField"] == {"kept": True}
+    # The cache keeps what poolguard reads, not the whole object (webhook.compact).
+    assert pod["metadata"]["annotations"] == {f.COST_KEY: "5", "poolguard.dev/pool": "inference"}
+    assert pod["metadata"]["labels"] == big_pod["metadata"]["labels"]
+    owner = (rs["metadata"]["uid"], "ReplicaSet", "web-1")
+    assert [p.controller for p in cluster.pod_facts("ml")] == [owner]
+    assert pod["spec"] == {"nodeName": "n1"} and pod["status"] == {"phase": "Running"}
+    assert "managedFields" not in pod["metadata"]
+    assert [p.name for p in cluster.pod_facts("ml")] == ["web-1-a"]
     assert [p["metadata"]["name"] for p in cluster.pods("ml")] == ["web-1-a"]
     assert cluster.node("n1")["metadata"]["labels"]["node.usage"] == "inference"
     assert [n["metadata"]["name"] for n in cluster.nodes()] == ["n1"]

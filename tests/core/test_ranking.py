@@ -27,10 +27,10 @@ import pytest
 from tests.support import factories as f
 from webhook.core.deletion_cost import DELETION_COST_ANNOTATION
 from webhook.core.kube import parse_time_ns
+from webhook.core.podfacts import go_log2
 from webhook.core.ranking import (
     BURST_REPLICAS,
     compare_pods,
-    go_log2,
     is_pod_active,
     max_restarts,
     predict_deletions,

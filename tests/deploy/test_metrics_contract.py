@@ -73,8 +73,8 @@ def wait_for(url: str, process: subprocess.Popen[str], log: Path, **kwargs: Any)
         try:
             if requests.get(url, timeout=2, **kwargs).status_code == 200:
                 return
-        except requests.RequestException:
-            pass
+        except (requests.RequestException, OSError):
+            pass  # not listening yet, or make run has not written the CA file yet
         assert time.monotonic() < deadline, f"{url} did not answer 200:\n{log.read_text()}"
         time.sleep(0.2)
 

@@ -445,18 +445,24 @@ class FakeKubeAPI:
     def _list(self, target: _Target, query: dict[str, str]) -> Obj:
         selectors = (query.get("labelSelector", ""), query.get("fieldSelector", ""))
         store = self._store[target.rtype.plural]
+        chosen = [store[key] for key in sorted(store)
+                  if (target.namespace is None or key[0] == target.namespace)
+                  and _selected(store[key], selectors)]
+        metadata = {"resourceVersion": str(self._rv)}
+        if query.get("limit"):  # pages: `continue` is the offset into the sorted keys
+            start = int(query.get("continue") or 0)
+            end = start + int(query["limit"])
+            if end < len(chosen):
+                metadata["continue"] = str(end)
+            chosen = chosen[start:end]
         items = []
-        for key in sorted(store):
-            obj = store[key]
-            if target.namespace is not None and key[0] != target.namespace:
-                continue
-            if _selected(obj, selectors):
-                item = copy.deepcopy(obj)
-                item.pop("kind", None)  # the real API server leaves these out of items
-                item.pop("apiVersion", None)
-                items.append(item)
+        for obj in chosen:
+            item = copy.deepcopy(obj)
+            item.pop("kind", None)  # the real API server leaves these out of items
+            item.pop("apiVersion", None)
+            items.append(item)
         return {"kind": target.rtype.kind + "List", "apiVersion": target.rtype.api_version,
-                "metadata": {"resourceVersion": str(self._rv)}, "items": items}
+                "metadata": metadata, "items": items}
 
     def _patch(self, target: _Target, content_type: str, body: bytes) -> Obj:
         current = self._find(target.rtype, target.namespace or "", target.name or "")

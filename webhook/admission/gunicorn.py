@@ -9,6 +9,7 @@ once per process. README "Serving" has the measurements.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import ssl
 import tempfile
@@ -174,7 +175,11 @@ def build_runtime(args: argparse.Namespace) -> Any:
     policy = PolicyHolder(args.policy, on_error=measured.policy_errors.inc, on_load=loaded)
     settings = Settings(max_staleness_seconds=args.max_staleness, fail_closed=args.fail_closed)
     if args.state:
-        runtime = Runtime(policy, load_state(args.state), settings)
+        snapshot = load_state(args.state)
+        snapshot.read_all_facts()  # now, not during the first scale check
+        gc.collect()
+        gc.freeze()  # the loaded state is never garbage: keep collections off it
+        runtime = Runtime(policy, snapshot, settings)
     else:
         from ..cluster.kubeclient import api_client_from
         from ..cluster.live import LiveCluster

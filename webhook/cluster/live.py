@@ -19,12 +19,13 @@ the API returns them, with `kind` and `apiVersion` filled in for list items.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import math
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kubernetes import client
@@ -41,7 +42,9 @@ from ..core.cluster import (
     Resource,
 )
 from ..core.kube import labels_of, name_of, namespace_of
+from ..core.podfacts import PodFacts
 from ..errors import GoneError
+from .compact import compact
 from .kubeclient import (
     LIST_TIMEOUT,
     ApiError,
@@ -53,6 +56,9 @@ from .kubeclient import (
 from .state import ListedSnapshot
 
 log = logging.getLogger("poolguard.live")
+
+LIST_PAGE = 100  # objects per LIST page: small pages leave little garbage to fragment the heap
+FREEZE_EVERY = 2_000  # watch events between two gc.freeze(): bounds what a collection walks
 
 Obj = Mapping[str, Any]
 # callback(resource name, event type, object, previous object or None); event types are
@@ -74,7 +80,10 @@ class LiveCluster:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._callbacks: list[EventCallback] = []
-        self._store: dict[str, dict[str, dict[str, Obj]]] = {}
+        # resource -> namespace -> name -> compact object (PodFacts for pods)
+        self._store: dict[str, dict[str, dict[str, Any]]] = {}
+        self._events_since_freeze = 0
+        self._frozen = False
         self._reflectors = {r.name: _Reflector(self, api, r, watch_timeout, backoff_initial,
                                                backoff_max) for r in resources}
         for name in self._reflectors:
@@ -143,15 +152,20 @@ class LiveCluster:
     # ----- ClusterView -----------------------------------------------------------------
 
     def pods(self, namespace: str) -> Sequence[Obj]:
+        return [facts.pod for facts in self._list_in("pods", namespace)]
+
+    def pod_facts(self, namespace: str) -> Sequence[PodFacts]:
+        """The facts of the namespace's pods, read once per watch event."""
         return self._list_in("pods", namespace)
 
     def all_pods(self) -> list[Obj]:
         """Every cached pod, in all namespaces."""
-        return self._list_all("pods")
+        return [facts.pod for facts in self._list_all("pods")]
 
     def pod(self, namespace: str, name: str) -> Obj | None:
         """The cached pod, or None."""
-        return self._get("pods", namespace, name)
+        facts = self._get("pods", namespace, name)
+        return facts.pod if facts is not None else None
 
     def replicasets(self, namespace: str) -> Sequence[Obj]:
         return self._list_in("replicasets", namespace)
@@ -171,54 +185,74 @@ class LiveCluster:
         resource = RESOURCE_OF_KIND.get(kind)
         return self._get(resource, namespace, name) if resource else None
 
-    def _list_in(self, resource: str, namespace: str) -> list[Obj]:
+    def _list_in(self, resource: str, namespace: str) -> list[Any]:
         with self._lock:
             return list(self._store.get(resource, {}).get(namespace, {}).values())
 
-    def _list_all(self, resource: str) -> list[Obj]:
+    def _list_all(self, resource: str) -> list[Any]:
         with self._lock:
             return [obj for by_name in self._store.get(resource, {}).values()
                     for obj in by_name.values()]
 
-    def _get(self, resource: str, namespace: str, name: str) -> Obj | None:
+    def _get(self, resource: str, namespace: str, name: str) -> Any:
         with self._lock:
             return self._store.get(resource, {}).get(namespace, {}).get(name)
 
     # ----- updates from the reflectors -------------------------------------------------
 
-    def _replace(self, resource: Resource, items: list[Obj]) -> None:
-        """Install a fresh list; notify the differences from the previous contents."""
-        fresh: dict[str, dict[str, Obj]] = {}
-        for item in items:
-            fresh.setdefault(namespace_of(item), {})[name_of(item)] = item
-        with self._lock:
-            old = self._store[resource.name]
-            self._store[resource.name] = fresh
-        changes: list[tuple[str, Obj, Obj | None]] = []
-        for namespace, by_name in fresh.items():
-            for name, obj in by_name.items():
-                before = old.get(namespace, {}).get(name)
-                if before is None:
-                    changes.append(("ADDED", obj, None))
-                elif _rv(before) != _rv(obj):
-                    changes.append(("MODIFIED", obj, before))
-        for namespace, by_name in old.items():
-            for name, obj in by_name.items():
-                if name not in fresh.get(namespace, {}):
-                    changes.append(("DELETED", obj, obj))
-        for event_type, obj, before in changes:
-            self._notify(resource.name, event_type, obj, before)
+    def _relist(self, resource: Resource, pages: Iterable[list[Obj]]) -> None:
+        """Take in a fresh list page by page, in place; notify the differences.
 
-    def _apply(self, resource: Resource, event_type: str, obj: Obj) -> None:
+        Objects are updated as their page arrives and those the list no longer has are
+        removed at the end, so the old and the new list are never both held in full.
+        """
+        seen: set[tuple[str, str]] = set()
+        for page in pages:
+            for item in page:
+                seen.add((namespace_of(item), name_of(item)))
+                self._apply(resource, "LISTED", item)
+        with self._lock:
+            gone = [(namespace, name, entry)
+                    for namespace, by_name in self._store[resource.name].items()
+                    for name, entry in by_name.items() if (namespace, name) not in seen]
+            for namespace, name, _ in gone:
+                del self._store[resource.name][namespace][name]
+        for _, _, entry in gone:
+            obj = _object_of(entry)
+            self._notify(resource.name, "DELETED", obj, obj)
+
+    def _apply(self, resource: Resource, event_type: str, raw: Obj) -> None:
+        """Store (or drop) one object; LISTED is an object seen by a relist."""
+        obj = compact(resource.kind, raw)
         namespace, name = namespace_of(obj), name_of(obj)
+        entry: Any = PodFacts(raw, keep=obj) if resource.kind == "Pod" else obj
         with self._lock:
             by_name = self._store[resource.name].setdefault(namespace, {})
-            before = by_name.get(name)
+            before_entry = by_name.get(name)
+            before = _object_of(before_entry) if before_entry is not None else None
+            if event_type == "LISTED" and before is not None and _rv(before) == _rv(obj):
+                return  # unchanged since we last saw it
             if event_type == "DELETED":
                 by_name.pop(name, None)
             else:
-                by_name[name] = obj
+                by_name[name] = entry
+        if event_type == "LISTED":
+            event_type = "ADDED" if before is None else "MODIFIED"
         self._notify(resource.name, event_type, obj, before)
+        self._events_since_freeze += 1
+        if self._frozen and self._events_since_freeze >= FREEZE_EVERY:
+            self.freeze()
+
+    def freeze(self) -> None:
+        """Collect once, then keep everything now in memory out of later collections.
+
+        Called when every resource is listed and every FREEZE_EVERY events: a full
+        collection then walks only what arrived since, not the whole cache.
+        """
+        self._events_since_freeze = 0
+        self._frozen = True
+        gc.collect()
+        gc.freeze()
 
     def _notify(self, resource: str, event_type: str, obj: Obj, before: Obj | None) -> None:
         for callback in list(self._callbacks):
@@ -299,12 +333,14 @@ class _Reflector:
         self.last_heard = time.monotonic()
 
     def _list(self) -> None:
-        items, rv = list_objects(self.api, self.resource)
-        self.cluster._replace(self.resource, items)
-        self.rv = rv
+        listing = PagedList(self.api, self.resource)
+        self.cluster._relist(self.resource, listing.pages())
+        self.rv = listing.resource_version
         self.lists += 1
         self._heard()
         self.synced.set()
+        if self.cluster.synced:  # everything listed: the cache is the bulk of memory now
+            self.cluster.freeze()
 
     def _watch(self) -> bool:
         """Watch from self.rv until the server ends the stream; True if anything came."""
@@ -357,6 +393,39 @@ def _typed(resource: Resource, item: Obj) -> Obj:
         return item
     return {"apiVersion": resource.api_version, "kind": resource.kind,
             **{k: v for k, v in item.items() if k not in ("apiVersion", "kind")}}
+
+
+def _object_of(entry: Any) -> Obj:
+    return entry.pod if isinstance(entry, PodFacts) else entry
+
+
+class PagedList:
+    """A LIST in pages of LIST_PAGE objects (`limit` and `continue`), as client-go pages.
+
+    `pages()` yields each page's objects (kind and apiVersion set) as it arrives;
+    `resource_version` is the list's, once the last page is in. A paged list is a
+    consistent read at one resourceVersion (served from the API server's watch cache
+    since Kubernetes 1.31); a continue token that expires (410) starts over.
+    """
+
+    def __init__(self, api: client.ApiClient, resource: Resource) -> None:
+        self.api, self.resource = api, resource
+        self.resource_version = ""
+
+    def pages(self) -> Iterator[list[Obj]]:
+        token = ""
+        while True:
+            query: dict[str, Any] = {"limit": LIST_PAGE}
+            if token:
+                query["continue"] = token
+            body = request_json(self.api, "GET", self.resource.path, query=query,
+                                timeout=LIST_TIMEOUT)
+            metadata = body.get("metadata") or {}
+            yield [_typed(self.resource, item) for item in body.get("items") or []]
+            token = str(metadata.get("continue") or "")
+            if not token:
+                self.resource_version = str(metadata.get("resourceVersion") or "")
+                return
 
 
 def list_objects(api: client.ApiClient, resource: Resource) -> tuple[list[Obj], str]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .kube import labels_of, name_of, namespace_of
+from .podfacts import PodFacts
 
 
 @dataclass(frozen=True)
@@ -70,11 +71,20 @@ class ClusterView(Protocol):
     def workload(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None: ...
 
 
+def pod_facts(view: ClusterView, namespace: str) -> Sequence[PodFacts]:
+    """The facts of the pods in `namespace`: kept by views that have them, else read now."""
+    kept = getattr(view, "pod_facts", None)
+    if kept is not None:
+        return kept(namespace)
+    return [PodFacts(pod) for pod in view.pods(namespace)]
+
+
 class Snapshot:
     """A ClusterView over a fixed set of objects."""
 
     def __init__(self, objects: Iterable[Mapping[str, Any]]) -> None:
         self._pods: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+        self._facts: dict[str, list[PodFacts]] = {}
         self._pod_index: dict[tuple[str, str], Mapping[str, Any]] = {}
         self._replicasets: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
         self._nodes: dict[str, Mapping[str, Any]] = {}
@@ -90,6 +100,7 @@ class Snapshot:
         self.counts[kind] += 1
         if kind == "Pod":
             self._pods[namespace_of(obj)].append(obj)
+            self._facts.pop(namespace_of(obj), None)
             self._pod_index[(namespace_of(obj), name_of(obj))] = obj
         elif kind == "Node":
             self._nodes[name_of(obj)] = obj
@@ -105,6 +116,18 @@ class Snapshot:
 
     def pod(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self._pod_index.get((namespace, name))
+
+    def read_all_facts(self) -> None:
+        """Read the facts of every pod now (a server does this once, after loading)."""
+        for namespace in list(self._pods):
+            self.pod_facts(namespace)
+
+    def pod_facts(self, namespace: str) -> Sequence[PodFacts]:
+        """The facts of the namespace's pods, read once (on first use) and kept."""
+        facts = self._facts.get(namespace)
+        if facts is None:
+            facts = self._facts[namespace] = [PodFacts(p) for p in self.pods(namespace)]
+        return facts
 
     def all_pods(self) -> list[Mapping[str, Any]]:
         return [pod for pods in self._pods.values() for pod in pods]

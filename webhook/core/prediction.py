@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cluster import ClusterView
+from .cluster import ClusterView, pod_facts
 from .kube import (
     annotations_of,
     controller_ref,
@@ -27,17 +27,17 @@ from .kube import (
     status_of,
     uid_of,
 )
+from .podfacts import PodFacts
 from .ranking import (
     BURST_REPLICAS,
     Deletion,
     RankedPod,
     TieGroup,
-    is_pod_active,
+    deletions_of_facts,
     possible_victims,
-    predict_deletions,
     ranked_pod,
 )
-from .selectors import workload_selector_matches
+from .selectors import compile_workload_selector, workload_selector_matches
 
 MAX_REPLICAS_ANNOTATION = "deployment.kubernetes.io/max-replicas"
 DESIRED_REPLICAS_ANNOTATION = "deployment.kubernetes.io/desired-replicas"
@@ -112,6 +112,16 @@ def _is_controlled_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
                                   "name": name_of(owner)})
 
 
+def _controlled_by(facts: PodFacts, uid: str, name: str) -> bool:
+    """The pod's controller is the StatefulSet (`_same_controller` on facts)."""
+    controller = facts.controller
+    if controller is None:
+        return False
+    if controller[0] and uid:
+        return controller[0] == uid
+    return controller[1] == "StatefulSet" and controller[2] == name
+
+
 def owned_objects(candidates: Sequence[Mapping[str, Any]],
                   owner: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """Objects the owner's controller claims: controlled by it, or orphans it would adopt.
@@ -130,14 +140,53 @@ def owned_objects(candidates: Sequence[Mapping[str, Any]],
     return owned
 
 
-def related_pods(view: ClusterView, replicaset: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def owned_pod_facts(candidates: Sequence[PodFacts], owner: Mapping[str, Any],
+                    selector_checked: bool = False) -> list[PodFacts]:
+    """`owned_objects` for pods given as facts, the selector prepared once.
+
+    `selector_checked`: every candidate is known to match the owner's selector.
+    """
+    uid, kind, name = uid_of(owner), owner.get("kind"), name_of(owner)
+    exact = (uid, kind, name)  # what the controller's own pods carry: the common case
+
+    def claimed(facts: PodFacts) -> bool:
+        controller = facts.controller
+        if controller is None:
+            return not facts.deleting  # an orphan the controller would adopt
+        if controller[0] and uid:
+            return controller[0] == uid
+        return controller[1] == kind and controller[2] == name
+
+    if selector_checked:
+        return [f for f in candidates if f.controller == exact or claimed(f)]
+    matches = compile_workload_selector(spec_of(owner).get("selector"))
+    return [f for f in candidates
+            if matches(f.labels) and (f.controller == exact or claimed(f))]
+
+
+def _claimed_and_related(view: ClusterView,
+                         rs: Mapping[str, Any]) -> tuple[list[PodFacts], list[PodFacts]]:
+    """The ReplicaSet's pods and its related pods, from one pass over the namespace."""
+    namespace = namespace_of(rs)
+    ref = controller_ref(rs)
+    candidates = pod_facts(view, namespace)
+    if ref is None:
+        return owned_pod_facts(candidates, rs), []
+    siblings = [other for other in view.replicasets(namespace) if _same_controller(other, ref)]
+    related = _pods_matching_any(candidates, siblings)
+    only_itself = len(siblings) == 1 and (
+        spec_of(siblings[0]).get("selector") == spec_of(rs).get("selector"))
+    return owned_pod_facts(related if only_itself else candidates, rs, only_itself), related
+
+
+def related_pods(view: ClusterView, replicaset: Mapping[str, Any]) -> list[PodFacts]:
     """Pods matched by every ReplicaSet sharing this one's controller (getIndirectlyRelatedPods)."""
     ref = controller_ref(replicaset)
     if ref is None:
         return []
     namespace = namespace_of(replicaset)
     siblings = [rs for rs in view.replicasets(namespace) if _same_controller(rs, ref)]
-    return _pods_matching_any(view.pods(namespace), siblings)
+    return _pods_matching_any(pod_facts(view, namespace), siblings)
 
 
 def _same_controller(obj: Mapping[str, Any], ref: Mapping[str, Any]) -> bool:
@@ -150,13 +199,13 @@ def _same_controller(obj: Mapping[str, Any], ref: Mapping[str, Any]) -> bool:
     return other.get("kind") == ref.get("kind") and other.get("name") == ref.get("name")
 
 
-def _pods_matching_any(pods: Sequence[Mapping[str, Any]],
-                       replicasets: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    selectors = [spec_of(rs).get("selector") for rs in replicasets]
-    return [
-        pod for pod in pods
-        if any(workload_selector_matches(sel, labels_of(pod)) for sel in selectors)
-    ]
+def _pods_matching_any(pods: Sequence[PodFacts],
+                       replicasets: Sequence[Mapping[str, Any]]) -> list[PodFacts]:
+    matchers = [compile_workload_selector(spec_of(rs).get("selector")) for rs in replicasets]
+    if len(matchers) == 1:
+        [matches] = matchers
+        return [pod for pod in pods if matches(pod.labels)]
+    return [pod for pod in pods if any(matches(pod.labels) for matches in matchers)]
 
 
 # --- ReplicaSet ------------------------------------------------------------------------
@@ -165,8 +214,8 @@ def _pods_matching_any(pods: Sequence[Mapping[str, Any]],
 def _predict_replicaset(view: ClusterView, rs: Mapping[str, Any], to_replicas: int,
                         now_ns: int | None, burst: int) -> ScalePrediction:
     prediction = _empty_prediction(rs, to_replicas)
-    pods = owned_objects(view.pods(namespace_of(rs)), rs)
-    deletion = predict_deletions(pods, related_pods(view, rs), to_replicas, now_ns, burst)
+    pods, related = _claimed_and_related(view, rs)
+    deletion = deletions_of_facts(pods, related, to_replicas, now_ns, burst)
     _tag_replicaset(deletion.order, name_of(rs))
     prediction.victims = deletion.victims
     prediction.survivors = deletion.order[len(deletion.victims):]
@@ -195,7 +244,7 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
     namespace = namespace_of(deployment)
     replicasets = owned_objects(view.replicasets(namespace), deployment)
     split = replicaset_targets(deployment, replicasets, to_replicas, prediction.notes)
-    all_pods = _pods_matching_any(view.pods(namespace), replicasets)
+    all_pods = _pods_matching_any(pod_facts(view, namespace), replicasets)
     targets = _after_saturation(deployment, replicasets, split, to_replicas, all_pods,
                                 now_ns, burst, prediction.notes)
     shrinking = [name for name, size in targets.items()
@@ -205,14 +254,16 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
         current = replicas_of(rs, default=0)
         target = targets.get(rs_name, current)
         prediction.replica_set_targets[rs_name] = (current, target)
-        deletion = predict_deletions(owned_objects(all_pods, rs), all_pods, target, now_ns, burst)
+        deletion = deletions_of_facts(owned_pod_facts(all_pods, rs), all_pods, target, now_ns,
+                                      burst)
         _tag_replicaset(deletion.order, rs_name)
         prediction.victims.extend(deletion.victims)
         prediction.survivors.extend(deletion.order[len(deletion.victims):])
         prediction.tie_groups.extend(deletion.tie_groups)
         if target < split.get(rs_name, target) < current:
             prediction.tie_groups.extend(_two_step_group(
-                owned_objects(all_pods, rs), all_pods, split[rs_name], deletion, now_ns, burst))
+                owned_pod_facts(all_pods, rs), all_pods, split[rs_name], deletion, now_ns,
+                burst))
         if shrinking == [rs_name] and len(targets) == 1:
             prediction.prefix_order = deletion.order
     return prediction
@@ -220,7 +271,7 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
 
 def _after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[str, Any]],
                       targets: dict[str, int], to_replicas: int,
-                      all_pods: Sequence[Mapping[str, Any]], now_ns: int | None,
+                      all_pods: Sequence[PodFacts], now_ns: int | None,
                       burst: int, notes: list[str]) -> dict[str, int]:
     """The Deployment controller's next syncs after a proportional split, until stable.
 
@@ -257,17 +308,17 @@ def _after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mappi
     return targets
 
 
-def _two_step_group(pods: Sequence[Mapping[str, Any]], all_pods: Sequence[Mapping[str, Any]],
+def _two_step_group(pods: Sequence[PodFacts], all_pods: Sequence[PodFacts],
                     first: int, one_step: Deletion, now_ns: int | None,
                     burst: int) -> list[TieGroup]:
     """A ReplicaSet the Deployment controller sets to `first`, then to its final target,
     may sync once (final target, today's ranks) or twice (ranks recounted without the
     first victims): the pods on which the two outcomes differ are uncertain."""
-    step = predict_deletions(pods, all_pods, first, now_ns, burst)
+    step = deletions_of_facts(pods, all_pods, first, now_ns, burst)
     gone = {p.name for p in step.victims}
-    rest = predict_deletions([p for p in pods if name_of(p) not in gone],
-                             [p for p in all_pods if name_of(p) not in gone],
-                             len(one_step.order) - len(one_step.victims), now_ns, burst)
+    rest = deletions_of_facts([p for p in pods if p.name not in gone],
+                              [p for p in all_pods if p.name not in gone],
+                              len(one_step.order) - len(one_step.victims), now_ns, burst)
     two_steps = gone | {p.name for p in rest.victims}
     one = {p.name for p in one_step.victims}
     # the first sync's own ties decide which pods the second one re-ranks
@@ -281,15 +332,15 @@ def _two_step_group(pods: Sequence[Mapping[str, Any]], all_pods: Sequence[Mappin
 
 
 def _saturated_after(new_rs: Mapping[str, Any] | None, targets: Mapping[str, int],
-                     to_replicas: int, all_pods: Sequence[Mapping[str, Any]],
+                     to_replicas: int, all_pods: Sequence[PodFacts],
                      deployment: Mapping[str, Any], now_ns: int | None, burst: int) -> bool:
     """The new ReplicaSet saturated once at its target, while old ones still have pods."""
     if new_rs is None or to_replicas == 0 or targets.get(name_of(new_rs)) != to_replicas:
         return False
     if not any(size > 0 for name, size in targets.items() if name != name_of(new_rs)):
         return False
-    kept = predict_deletions(owned_objects(all_pods, new_rs), all_pods, to_replicas, now_ns,
-                             burst)
+    kept = deletions_of_facts(owned_pod_facts(all_pods, new_rs), all_pods, to_replicas,
+                              now_ns, burst)
     survivors = kept.order[len(kept.victims):]
     min_ready_ns = int(spec_of(deployment).get("minReadySeconds") or 0) * 1_000_000_000
     return len(survivors) == to_replicas and all(
@@ -535,10 +586,11 @@ def _predict_statefulset(view: ClusterView, sts: Mapping[str, Any],
     prediction = _empty_prediction(sts, to_replicas)
     start = int((spec_of(sts).get("ordinals") or {}).get("start") or 0)
     members: list[tuple[int, RankedPod]] = []
-    for pod in view.pods(namespace_of(sts)):
-        ordinal = stateful_ordinal(name_of(pod), name_of(sts))
-        if ordinal is not None and is_pod_active(pod) and _is_controlled_by(pod, sts):
-            members.append((ordinal, ranked_pod(pod, 0)))
+    sts_name, sts_uid = name_of(sts), uid_of(sts)
+    for facts in pod_facts(view, namespace_of(sts)):
+        ordinal = stateful_ordinal(facts.name, sts_name)
+        if ordinal is not None and facts.active and _controlled_by(facts, sts_uid, sts_name):
+            members.append((ordinal, ranked_pod(facts, 0)))
     members.sort(key=lambda item: -item[0])
     in_range = range(start, start + to_replicas)
     prediction.victims = [pod for ordinal, pod in members if ordinal not in in_range]

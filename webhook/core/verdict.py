@@ -6,8 +6,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .deletion_cost import cost_set_by_hand
-from .kube import annotations_of
 from .policy import Policy
 from .prediction import ScalePrediction
 from .ranking import RankedPod
@@ -51,10 +49,29 @@ def placement(policy: Policy, node_lookup: NodeLookup, pod: RankedPod) -> PodPla
     return PodPlacement(pod.node_name, pool, bool(pod.node_name) and policy.is_protected(pool))
 
 
+def placements(policy: Policy, node_lookup: NodeLookup) -> Callable[[RankedPod], PodPlacement]:
+    """`placement` for many pods, looked up once per node (pods share nodes)."""
+    by_node: dict[str, PodPlacement] = {}
+
+    def place(pod: RankedPod) -> PodPlacement:
+        node = pod.node_name
+        found = by_node.get(node)
+        if found is None:
+            found = by_node[node] = placement(policy, node_lookup, pod)
+        return found
+    return place
+
+
 def protection(policy: Policy, node_lookup: NodeLookup) -> Callable[[RankedPod], bool]:
-    """A predicate: does this pod run on a protected pool?"""
+    """A predicate: does this pod run on a protected pool? (Decided once per node.)"""
+    by_node: dict[str, bool] = {}
+
     def protected(pod: RankedPod) -> bool:
-        return placement(policy, node_lookup, pod).protected
+        node = pod.facts.node_name
+        found = by_node.get(node)
+        if found is None:
+            found = by_node[node] = placement(policy, node_lookup, pod).protected
+        return found
     return protected
 
 
@@ -76,23 +93,20 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
                       warnings=list(prediction.notes))
     if not prediction.victims:
         return verdict
-    places = {id(p): placement(policy, node_lookup, p)
-              for p in prediction.victims + prediction.survivors}
-
-    def protected(pod: RankedPod) -> bool:
-        return places[id(pod)].protected
-
+    place = placements(policy, node_lookup)
+    protected = protection(policy, node_lookup)
     worst = worst_case_victims(prediction, protected)
-    worst_ids = {id(p) for p in worst}
+    worst_ids = set(map(id, worst))
     everyone = prediction.victims + prediction.survivors
-    survivors = [p for p in everyone if id(p) not in worst_ids]
-    lost_protected = [p for p in worst if protected(p)]
-    surviving_other = [p for p in survivors if not protected(p)]
-    certain = {id(p) for p in prediction.victims} == worst_ids
+    flags = list(map(protected, everyone))
+    lost_protected = list(filter(protected, worst))
+    surviving_other = [p for p, flag in zip(everyone, flags, strict=True)
+                       if not flag and id(p) not in worst_ids]
+    certain = set(map(id, prediction.victims)) == worst_ids
 
     def describe(pod: RankedPod) -> str:
-        place = places[id(pod)]
-        return f"{pod.name} (node {place.node or '<none>'}, pool {place.pool or '<none>'})"
+        where = place(pod)
+        return f"{pod.name} (node {where.node or '<none>'}, pool {where.pool or '<none>'})"
 
     if rules.protected_last and lost_protected and surviving_other:
         verb = "would delete" if certain else "may delete"
@@ -101,7 +115,7 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
             f"while {_names(surviving_other, describe)} outside protected pools "
             f"survive{'s' if len(surviving_other) == 1 else ''}"
         )))
-    protected_total = sum(1 for p in everyone if protected(p))
+    protected_total = sum(flags)
     required = rules.required_protected(prediction.to_replicas)
     remaining = protected_total - len(lost_protected)
     if lost_protected and remaining < required:
@@ -130,8 +144,8 @@ def _add_cost_hint(verdict: Verdict, lost: list[RankedPod], kept: list[RankedPod
         return
     cheapest_lost = min(p.deletion_cost for p in lost)
     blocking = [p for p in kept if p.deletion_cost >= cheapest_lost]
-    by_hand = [p for p in blocking if cost_set_by_hand(annotations_of(p.pod))]
-    stale = [p for p in blocking if not cost_set_by_hand(annotations_of(p.pod))]
+    by_hand = [p for p in blocking if p.facts.cost_by_hand]
+    stale = [p for p in blocking if not p.facts.cost_by_hand]
     if by_hand:
         verdict.warnings.append(
             f"{_names(by_hand, describe)}: deletion cost set by hand (no poolguard marker), "
