@@ -283,6 +283,7 @@ class ControlPlane:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.popen.wait(timeout)
         self.processes.clear()
+        (self.run_dir / "pids").unlink(missing_ok=True)  # nothing left for `down`
 
     def check_alive(self) -> None:
         """Raise with the log tail of any component that died."""
@@ -405,10 +406,13 @@ def down(run_dir: Path) -> int:
     for line in reversed(pids.read_text().splitlines()):
         pid, _, name = line.partition(" ")
         try:
-            # Only our own groups: a recorded pid is the leader of the group it made.
+            # Only our own groups: the recorded pid still leads its group and its command
+            # line names this run's directory (a pid reused by another process does not).
             if os.getpgid(int(pid)) != int(pid):
                 continue
-        except ProcessLookupError:
+            if str(run_dir).encode() not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                continue
+        except (ProcessLookupError, FileNotFoundError):
             continue
         _stop_group(int(pid), 10.0)
         stopped += 1
