@@ -50,6 +50,18 @@ bench-server: $(STAMP) hey
 soak: $(STAMP) hey ## mixed load stepped up to saturation, then a killed worker and cert rotations
 	$(PY) bench/soak.py
 
+.PHONY: bench-rollout
+bench: bench-rollout
+bench-rollout: $(STAMP) ## a Deployment scaled down mid-rollout: the sync-order model, 200-4,000 pods
+	$(PY) bench/bench_rollout.py
+
+# The plan page is checked in headless Chromium; without root or apt its test is skipped.
+.PHONY: chromium
+test: chromium
+chromium:
+	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+		|| echo "chromium could not be installed: the plan page test will be skipped"
+
 hey:
 	@command -v hey >/dev/null || (apt-get update -qq && apt-get install -y -qq hey)
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from webhook.cli.argtypes import OneLineErrors, number
+from webhook.cli.argtypes import OneLineErrors, add_version_flags, number
 from webhook.errors import InputError
 
 from . import pki
@@ -459,6 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .sync import add_sync_parser
 
     add_sync_parser(commands, _DAYS)
+    add_version_flags(parser, commands)
     return parser
 
 

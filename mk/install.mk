@@ -8,7 +8,7 @@ IMAGE ?= poolguard:$(POOLGUARD_VERSION)
 OVERLAY ?= manifests/overlays/self-signed
 MANIFEST ?= build/poolguard.yaml
 
-.PHONY: certs manifests deploy undeploy image
+.PHONY: certs manifests deploy undeploy image kube-context
 
 # Made once; `make certs` again is a no-op. Rotate with `$(PY) -m certs renew --out-dir $(CERT_DIR)`.
 $(CERT_DIR)/tls.crt: | $(STAMP)
@@ -24,7 +24,8 @@ manifests: $(CERT_DIR)/tls.crt ## render OVERLAY (NAMESPACE, SERVICE) with the c
 	$(PY) -m certs renew --out-dir $(CERT_DIR) --service $(SERVICE) --namespace $(NAMESPACE) \
 		--extra-name localhost --extra-ip 127.0.0.1
 	set -o pipefail; $(KUBECTL) kustomize $(call overlay_for,$(NAMESPACE),$(SERVICE)) \
-		| $(PY) -m certs inject --ca-file $(CERT_DIR)/ca.crt > $(MANIFEST).tmp
+		| $(PY) -m certs inject --ca-file $(CERT_DIR)/ca.crt > $(MANIFEST).tmp \
+		|| { rm -f $(MANIFEST).tmp; exit 1; }
 	mv $(MANIFEST).tmp $(MANIFEST)
 	@echo "wrote $(MANIFEST) (namespace $(NAMESPACE), Service $(SERVICE)); the Secret is" \
 		"$(CERT_DIR)/secret.yaml (make deploy applies both)"
@@ -39,11 +40,19 @@ overlay_for = $(if $(filter poolguard/poolguard-webhook,$(1)/$(2)),$(OVERLAY),$(
 	$(filter %/install.mk,$(MAKEFILE_LIST))))renamed-overlay.yaml \
 	> $(RENAMED_OVERLAY)/kustomization.yaml && echo $(RENAMED_OVERLAY)))
 
-deploy: manifests ## kubectl apply build/poolguard.yaml and the TLS Secret to the current context
+deploy: kube-context manifests ## kubectl apply build/poolguard.yaml and the TLS Secret to the current context
 	@echo "deploying to context $$($(KUBECTL) config current-context)"
 	$(KUBECTL) apply --server-side --field-manager=poolguard -f $(MANIFEST)
 	$(KUBECTL) apply --server-side --field-manager=poolguard -f $(CERT_DIR)/secret.yaml
 	$(KUBECTL) -n $(NAMESPACE) rollout status deployment/poolguard-webhook --timeout=120s
+
+# Before anything is rendered or applied: kubectl without a current context would apply
+# nowhere useful, or fail half-way through.
+kube-context:
+	@$(KUBECTL) config current-context >/dev/null 2>&1 || { echo "error: kubectl has no" \
+		"current context ('$(KUBECTL) config current-context' failed); pick one with" \
+		"'$(KUBECTL) config use-context NAME' or set KUBECONFIG, then run make deploy again;" \
+		"nothing was applied" >&2; exit 2; }
 
 undeploy: ## remove poolguard from the current context (webhook configurations first)
 	@echo "note: the deletion costs poolguard set stay on the pods (harmless: they only order"

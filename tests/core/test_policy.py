@@ -91,3 +91,21 @@ def test_percentage_with_a_trailing_newline_is_refused():
     with pytest.raises(PolicyError, match="minProtectedReplicas"):
         parse_policy({"pools": [{"name": "a", "deletionCost": 1}],
                       "scaleDown": {"minProtectedReplicas": "50%\n"}})
+
+
+@pytest.mark.parametrize(("document", "against"), [
+    ({"pools": [{"name": "inference", "deletionCost": -5, "protected": True},
+                {"name": "hybrid", "deletionCost": 10}]}, "10 of pools[1] ('hybrid')"),
+    ({"pools": [{"name": "inference", "deletionCost": -5, "protected": True}]},
+     "0 of defaultDeletionCost"),
+])
+def test_a_protected_pool_cheaper_than_an_unprotected_one_is_refused(document, against):
+    with pytest.raises(PolicyError) as err:
+        parse_policy(document, "policy file p.yaml")
+    assert str(err.value).startswith("policy file p.yaml: pools[0].deletionCost: protected pool "
+                                     "'inference' has cost -5, lower than " + against)
+
+
+def test_equal_costs_are_accepted():
+    parse_policy({"pools": [{"name": "inference", "deletionCost": 0, "protected": True},
+                            {"name": "hybrid", "deletionCost": 0}]})

@@ -440,8 +440,10 @@ def test_deployment_victims_use_deployment_wide_ranks():
     # per RS alone every pod would have rank 1 and the choice would be a coin toss.
     assert sorted(p.name for p in prediction.victims) == ["new-b", "old-b"]
     assert {p.replica_set for p in prediction.victims} == {"web-old", "web-new"}
-    assert prediction.tie_groups == []
-    assert prediction.possible_victims == []
+    # But that is the order where neither ReplicaSet has deleted yet. If one syncs first,
+    # node-b loses its pod and the other ReplicaSet's two pods tie at rank 1: either may
+    # go (tests/test_rollout.py covers the model).
+    assert sorted(p.name for p in prediction.possible_victims) == ["new-c", "old-a"]
 
 
 def test_scale_down_that_completes_the_new_replicaset_removes_the_old_ones():
@@ -608,3 +610,38 @@ def test_statefulset_ignores_pods_that_are_not_members():
 ])
 def test_stateful_ordinal(pod_name, set_name, expected):
     assert stateful_ordinal(pod_name, set_name) == expected
+
+
+# --- what blocks or bends a prediction --------------------------------------------------
+
+
+def test_statefulset_order_puts_condemned_ordinals_below_a_raised_start_first():
+    # ordinals.start raised from 0 to 2: db-0 and db-1 are outside [2, 4] and go, the
+    # highest condemned ordinal first; the order then goes on with the pods in range.
+    sts = f.statefulset("db", replicas=3, start=2)
+    pods = [f.pod(f"db-{i}", owner=sts, node_name=f"n{i}") for i in range(5)]
+    prediction = predict_scale(Snapshot([sts, *pods]), sts, 3, NOW)
+    assert [p.name for p in prediction.victims] == ["db-1", "db-0"]
+    assert [p.name for p in prediction.order] == ["db-1", "db-0", "db-4", "db-3", "db-2"]
+
+
+def test_ordered_ready_statefulset_says_what_blocks_the_scale_down():
+    sts = f.statefulset("db", replicas=4)
+    pods = [f.pod("db-0", owner=sts), f.pod("db-1", owner=sts, ready=False),
+            f.pod("db-3", owner=sts)]  # db-2 is missing
+    prediction = predict_scale(Snapshot([sts, *pods]), sts, 3, NOW)
+    assert [p.name for p in prediction.victims] == ["db-3"]
+    (note,) = prediction.notes
+    assert note == ("OrderedReady: nothing is deleted while a pod in the new range is not "
+                    "Running and Ready; waiting for db-1, db-2 (missing)")
+    parallel = {**sts, "spec": {**sts["spec"], "podManagementPolicy": "Parallel"}}
+    assert predict_scale(Snapshot([parallel, *pods]), parallel, 3, NOW).notes == []
+
+
+def test_pods_with_an_invalid_cost_are_named_with_the_raw_value():
+    rs = f.replicaset("web", replicas=3)
+    pods = [f.pod("web-a", owner=rs, cost="007"), f.pod("web-b", owner=rs, cost="+5"),
+            f.pod("web-c", owner=rs, cost="12")]
+    prediction = predict_scale(Snapshot([rs, *pods]), rs, 2, NOW)
+    assert ('invalid deletion cost on web-a ("007"), web-b ("+5"); the ReplicaSet controller '
+            "counts it as 0") in prediction.notes

@@ -46,7 +46,7 @@ def test_missing_costs_break_protected_last_and_name_everything():
     assert "inf-1" in violation.message and "pool inference" in violation.message
     assert "web-2 (node hyb-1, pool hybrid)" in violation.message
     assert "fix:" in violation.message
-    assert verdict.safe_replicas is None  # any single deletion may hit inference now
+    assert verdict.safe_replicas == 3  # any single deletion may hit inference now
     assert any("reconcile" in w for w in verdict.warnings)
 
 
@@ -88,3 +88,31 @@ def test_hand_set_cost_is_named_as_such():
     view, rs = replicaset_on([("inf-1", "1000"), ("inf-1", "1000"), ("hyb-1", "5000")])
     verdict = assess_scale(view, policy(), rs, 2, NOW).verdict
     assert any("set by hand" in w and "web-2" in w for w in verdict.warnings)
+
+
+def test_safe_replicas_is_given_whatever_the_verdict():
+    view, rs = replicaset_on([("inf-1", "1000"), ("inf-2", "1000"), ("hyb-1", "-100"),
+                              ("hyb-2", "-100")])
+    allowed = assess_scale(view, policy(), rs, 3, NOW)
+    assert allowed.verdict.allowed and allowed.verdict.safe_replicas == 2
+    # allowed (no hybrid pod survives to break protectedLast), yet it removes a protected
+    # pod: the safe count says where that starts
+    lower = assess_scale(view, policy(), rs, 1, NOW)
+    assert lower.verdict.allowed and not lower.verdict.violations
+    assert lower.verdict.safe_replicas == 2
+    hybrid_view, hybrid_rs = replicaset_on([("hyb-1", "-100"), ("hyb-2", "-100")])
+    assert assess_scale(hybrid_view, policy(), hybrid_rs, 1, NOW).verdict.safe_replicas == 0
+
+
+def test_min_protected_above_the_new_count_is_explained():
+    view, rs = replicaset_on([("inf-1", "1000"), ("inf-2", "1000"), ("hyb-1", "-100")])
+    result = assess_scale(view, policy(minProtectedReplicas=3, protectedLast=False), rs, 0, NOW)
+    (violation,) = result.verdict.violations
+    assert ("minProtectedReplicas requires 3, more than the 0 replicas asked for, so a scale "
+            "below 3 that removes a protected pod always breaks it") in violation.message
+    # a hybrid pod with a hand-set high cost survives, so an inference pod goes
+    view, rs = replicaset_on([("inf-1", "1000"), ("inf-2", "1000"), ("hyb-1", "5000")])
+    percent = assess_scale(view, policy(minProtectedReplicas="60%", protectedLast=False), rs, 2,
+                           NOW)
+    (violation,) = percent.verdict.violations
+    assert "requires 2 (60% of 2 replicas, rounded up)" in violation.message

@@ -175,7 +175,9 @@ def build_runtime(args: argparse.Namespace) -> Any:
     policy = PolicyHolder(args.policy, on_error=measured.policy_errors.inc, on_load=loaded)
     settings = Settings(max_staleness_seconds=args.max_staleness, fail_closed=args.fail_closed)
     if args.state:
-        snapshot = load_state(args.state)
+        snapshot = getattr(args, "snapshot", None)  # parsed once by `serve` before forking
+        if snapshot is None:
+            snapshot = load_state(args.state)
         snapshot.read_all_facts()  # now, not during the first scale check
         gc.collect()
         gc.freeze()  # the loaded state is never garbage: keep collections off it

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import base64
 import json
-import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from ..core.assessment import Assessment, assess_scale
+from ..core.assessment import Assessment
 from ..core.cluster import WORKLOAD_RESOURCES, ClusterView
+from ..core.decision import decide_scale
 from ..core.deletion_cost import (
     DELETION_COST_ANNOTATION,
     InvalidDeletionCost,
@@ -36,6 +36,7 @@ from ..core.mutation import (
 )
 from ..core.policy import Policy
 from ..core.shape import ShapeError, check_object_shape, check_placement_shape
+from ..core.text import split_at_clauses
 from ..errors import InputError
 
 API_VERSION = "admission.k8s.io/v1"
@@ -280,7 +281,8 @@ def review_scale(request: Mapping[str, Any], ctx: Context) -> Decision:
     # workload the cache has not seen yet.
     workload = ctx.view.workload(kind, namespace, name)
     if workload is None and sub == "" and isinstance(old, Mapping):
-        workload = old
+        # The resource says what it is, whatever its (unchecked) kind field claims.
+        workload = {**old, "kind": kind}
     from_replicas = (_replicas(old, "request.oldObject") if isinstance(old, Mapping)
                      else replicas_of(workload) if workload else None)
     if from_replicas is not None and to_replicas >= from_replicas:
@@ -291,12 +293,11 @@ def review_scale(request: Mapping[str, Any], ctx: Context) -> Decision:
         return _untrusted(request, ctx, problem)
     if workload is None:
         return _untrusted(request, ctx, f"{kind} {namespace}/{name} is not in poolguard's cache")
-    template_labels = ((spec_of(workload).get("template") or {}).get("metadata") or {}).get(
-        "labels") or {}
-    if not is_governed(ctx.policy, ctx.view.namespace_labels(namespace), template_labels):
+    # The same decision as `plan`: selectors, skip labels, prediction, verdict.
+    decision = decide_scale(ctx.view, ctx.policy, workload, to_replicas, ctx.now_ns())
+    if decision.assessment is None:
         return Decision(allow(request), Outcome.NOT_GOVERNED)
-    assessment = assess_scale(ctx.view, ctx.policy, workload, to_replicas, ctx.now_ns())
-    return _scale_response(request, ctx, assessment)
+    return _scale_response(request, ctx, decision.assessment)
 
 
 def _replicas(obj: Any, where: str) -> int:
@@ -356,15 +357,14 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _warnings(texts: Any) -> list[str]:
-    """Single-line warnings of at most 120 characters: long texts continue on more lines.
+    """Single-line warnings of at most 120 characters, split between clauses.
 
     Stops before the API server's 4096-character total, where it would cut them itself.
     """
     out: list[str] = []
     total = 0
     for text in texts:
-        for line in textwrap.wrap(" ".join(text.split()), MAX_WARNING_LENGTH,
-                                  subsequent_indent="... ", break_on_hyphens=False):
+        for line in split_at_clauses(text, MAX_WARNING_LENGTH):
             if total + len(line) > MAX_WARNINGS_TOTAL:
                 return out
             out.append(line)

@@ -28,3 +28,25 @@ class OneLineErrors(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def add_version_flags(parser: argparse.ArgumentParser,
+                      commands: argparse._SubParsersAction) -> None:
+    """`--version` on the program and on each of its commands: "PROG [COMMAND] VERSION"."""
+    from .. import __version__
+
+    for each in (parser, *dict.fromkeys(commands.choices.values())):
+        each.add_argument("--version", action="version", version=f"{each.prog} {__version__}",
+                          help="print the version and exit")
+
+
+def program_name(default: str) -> str:
+    """The name the user typed: the console script's own (poolguard), else `default`."""
+    import sys
+    from pathlib import Path
+
+    invoked = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    if invoked in ("", "__main__.py", "-c", "-m") or invoked.startswith(("python", "pytest")):
+        return default
+    return invoked
+

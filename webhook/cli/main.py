@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ..errors import EXIT_USAGE, InputError
-from .argtypes import OneLineErrors
+from .argtypes import OneLineErrors, add_version_flags, program_name
 from .plan import add_plan_parser
 from .policy import add_policy_parser
 from .reconcile import add_reconcile_parser
@@ -22,21 +22,24 @@ PARSER_BUILDERS: list[Callable[[argparse._SubParsersAction], None]] = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m webhook") -> argparse.ArgumentParser:
     parser = OneLineErrors(
-        prog="python -m webhook",
+        prog=prog,
         description="poolguard: keeps GPU inference replicas on the inference pool when "
         "workloads scale down.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in PARSER_BUILDERS:
         add(commands)
+    add_version_flags(parser, commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; unusable input exits 2 with a one-line `error:` on stderr."""
-    args = build_parser().parse_args(argv)
+    # The `poolguard` console script names itself in usage lines and errors.
+    prog = program_name("python -m webhook") if argv is None else "python -m webhook"
+    args = build_parser(prog).parse_args(argv)
     # urllib3 logs each connection retry as a warning; our errors say it in one line.
     logging.getLogger("urllib3").setLevel(logging.ERROR)
     try:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
+from pathlib import Path
 
 import urllib3
 
@@ -18,11 +21,20 @@ from ..cluster.kubeclient import (
 )
 from ..cluster.live import read_snapshot
 from ..cluster.state import ListedSnapshot, load_policy, load_state, write_state
-from ..core.cluster import ClusterView
+from ..core.cluster import Snapshot
 from ..core.kube import format_time_ns, parse_time_ns
-from ..errors import CommandError
+from ..errors import EXIT_USAGE, CommandError
 from .argtypes import number
-from .plan_document import build_plan, render_text
+from .plan_document import (
+    audit_workloads,
+    build_plan,
+    current_replicas,
+    render_audit,
+    render_text,
+)
+from .plan_html import render_html
+
+EXIT_DENIED = 3  # plan --fail-on-deny: the verdict denies
 
 
 def _now_ns(text: str | None) -> int:
@@ -43,10 +55,12 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
         "plan",
         help="preview which pods a scale-down deletes and whether the policy allows it",
         description="Predict which pods Kubernetes deletes when a workload is scaled to "
-        "--replicas, and judge them against the pool policy. The cluster is read once from "
-        "the Kubernetes API (namespaces, nodes, deployments, replicasets, statefulsets, pods), "
-        "or from a saved --state file. Exit code 0 whatever the verdict; 2 for unusable "
-        "input or an unreachable API server.",
+        "--replicas, and judge them against the pool policy with the webhook's own decision. "
+        "The cluster is read once from the Kubernetes API (namespaces, nodes, deployments, "
+        "replicasets, statefulsets, pods), or from a saved --state file. "
+        f"Exit codes: 0 done (whatever the verdict, without --fail-on-deny); {EXIT_USAGE} "
+        "unusable input or an unreachable API server; "
+        f"{EXIT_DENIED} --fail-on-deny and the verdict (or one of --all-workloads) denies.",
     )
     parser.add_argument("--state", metavar="FILE",
                         help="cluster state: a kubectl get ... -o yaml List or multi-document "
@@ -55,24 +69,40 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--save-state", metavar="FILE",
                         help="write what was read from the live cluster to FILE as a kind: List "
                         "YAML that --state accepts")
-    parser.add_argument("--workload", required=True, metavar="KIND/NAMESPACE/NAME",
-                        help="deployment|replicaset|statefulset (or deploy|rs|sts)/NS/NAME")
-    parser.add_argument("--replicas", required=True, metavar="N",
-                        type=number(int, 0, what="replicas"),
-                        help="the target replica count")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--workload", metavar="KIND/NAMESPACE/NAME",
+                       help="deployment|replicaset|statefulset (or deploy|rs|sts)/NS/NAME")
+    which.add_argument("--all-workloads", action="store_true",
+                       help="every Deployment, StatefulSet and ReplicaSet without an owner: an "
+                       "audit of which scale-downs the policy would deny (use with "
+                       "--replicas-delta)")
+    count = parser.add_mutually_exclusive_group(required=True)
+    count.add_argument("--replicas", metavar="N", type=number(int, 0, what="replicas"),
+                       help="the target replica count")
+    count.add_argument("--replicas-delta", metavar="D", type=int,
+                       help="the target relative to each workload's current count, e.g. -1 "
+                       "for its next scale-down (never below 0)")
     parser.add_argument("--policy", metavar="FILE",
                         help="policy YAML (default: the built-in policy)")
     parser.add_argument("--now", metavar="RFC3339",
                         help="the controller's clock for age buckets (default: now)")
-    parser.add_argument("--output", "-o", choices=("text", "json"), default="text",
-                        help="text (default) for people, json for scripts")
+    parser.add_argument("--output", "-o", nargs="+", metavar=("FORMAT", "FILE"),
+                        default=["text"],
+                        help="text (default) for people, json for scripts, html for a "
+                        "self-contained page; FILE writes there instead of to stdout")
+    parser.add_argument("--fail-on-deny", action="store_true",
+                        help=f"exit {EXIT_DENIED} when the verdict denies (for CI gates)")
     parser.set_defaults(run=run_plan)
 
 
 def run_plan(args: argparse.Namespace) -> int:
     now_ns = _now_ns(args.now)
+    output_format, output_file = _output_choice(args.output)
+    if args.all_workloads and output_format == "html":
+        raise CommandError("--output html draws one workload; use text or json with "
+                           "--all-workloads")
     policy = load_policy(args.policy)
-    view: ClusterView
+    view: Snapshot
     if args.state is None:
         view = read_live_state(args.kubeconfig, args.context, args.save_state)
     elif args.kubeconfig or args.context or args.save_state:
@@ -80,12 +110,50 @@ def run_plan(args: argparse.Namespace) -> int:
                            "leave them out with --state")
     else:
         view = load_state(args.state)
-    document = build_plan(view, policy, args.workload, args.replicas, now_ns)
-    if args.output == "json":
-        print(json.dumps(document, indent=2))
+    if args.all_workloads:
+        documents = audit_workloads(view, policy, args.replicas_delta, args.replicas, now_ns)
+        if output_format == "json":
+            text = json.dumps(documents, indent=2)
+        else:
+            text = render_audit(documents, str(args.state or "the cluster"))
     else:
-        print(render_text(document))
-    return 0
+        replicas = args.replicas
+        if replicas is None:
+            replicas = max(current_replicas(view, args.workload) + args.replicas_delta, 0)
+        documents = [build_plan(view, policy, args.workload, replicas, now_ns)]
+        text = {"json": lambda d: json.dumps(d, indent=2), "text": render_text,
+                "html": render_html}[output_format](documents[0])
+    denied = args.fail_on_deny and any(not doc["allowed"] for doc in documents)
+    _write_output(text, output_file)
+    return EXIT_DENIED if denied else 0
+
+
+_FORMATS = ("text", "json", "html")
+
+
+def _output_choice(values: list[str]) -> tuple[str, str | None]:
+    """(format, file or None) from `--output FORMAT [FILE]`."""
+    if len(values) > 2:
+        raise CommandError(f"--output {' '.join(values)}: expected a format and at most one "
+                           "file, e.g. --output html plan.html")
+    if values[0] not in _FORMATS:
+        raise CommandError(f"--output {values[0]!r}: choose from {', '.join(_FORMATS)}")
+    return values[0], values[1] if len(values) == 2 else None
+
+
+def _write_output(text: str, path: str | None) -> None:
+    if path is None:
+        try:
+            print(text, flush=True)
+        except BrokenPipeError:
+            # The reader stopped early (`plan ... | head -1`): not an error, and the exit
+            # code still carries the verdict. Later flushes go nowhere instead of failing.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return
+    try:
+        Path(path).write_text(text + "\n", encoding="utf-8")
+    except OSError as err:
+        raise CommandError(f"--output {path}: cannot write it: {err.strerror}") from None
 
 
 def read_live_state(kubeconfig: str | None, context: str | None,

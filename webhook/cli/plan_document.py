@@ -5,12 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.assessment import Assessment, assess_scale
-from ..core.cluster import ClusterView, canonical_kind
+from ..core.assessment import Assessment
+from ..core.cluster import ClusterView, Snapshot, canonical_kind
+from ..core.decision import preview_scale
+from ..core.kube import controller_ref, name_of, namespace_of, replicas_of
 from ..core.policy import Policy
 from ..core.ranking import RankedPod, deciding_rule
 from ..core.verdict import placement
 from ..errors import InputError
+
+VICTIM, POSSIBLE_VICTIM, SURVIVES = "victim", "possible-victim", "survives"
 
 
 class PlanError(InputError):
@@ -30,21 +34,42 @@ def parse_workload_ref(text: str) -> tuple[str, str, str]:
     return kind, parts[1], parts[2]
 
 
+def find_workload(view: ClusterView, workload_ref: str) -> Mapping[str, Any]:
+    """The workload KIND/NAMESPACE/NAME names, or PlanError saying why it is not there."""
+    kind, namespace, name = parse_workload_ref(workload_ref)
+    workload = view.workload(kind, namespace, name)
+    if workload is None:
+        raise PlanError(f"{kind} {namespace}/{name}: not found in {_describe(view)}")
+    return workload
+
+
+def _describe(view: ClusterView) -> str:
+    """The cluster state, in words that say when it holds no workloads at all."""
+    workloads = getattr(view, "workloads", None)
+    if workloads is not None and not workloads():
+        return "the cluster state, which holds no Deployments, ReplicaSets or StatefulSets"
+    return "the cluster state"
+
+
+def current_replicas(view: ClusterView, workload_ref: str) -> int:
+    """The workload's spec.replicas (for --replicas-delta)."""
+    return replicas_of(find_workload(view, workload_ref))
+
+
 def build_plan(view: ClusterView, policy: Policy, workload_ref: str, replicas: int,
                now_ns: int | None) -> dict[str, Any]:
     """The plan document (the stable JSON interface) for scaling a workload."""
     if replicas < 0:
         raise PlanError(f"--replicas {replicas}: must be 0 or more")
-    kind, namespace, name = parse_workload_ref(workload_ref)
-    workload = view.workload(kind, namespace, name)
-    if workload is None:
-        raise PlanError(f"{kind} {namespace}/{name}: not found in the cluster state")
-    return plan_document(view, policy, assess_scale(view, policy, workload, replicas, now_ns),
-                         now_ns)
+    workload = find_workload(view, workload_ref)
+    # The webhook's own decision, with the victims shown even out of scope.
+    preview = preview_scale(view, policy, workload, replicas, now_ns)
+    return plan_document(view, policy, preview.assessment, now_ns, preview.out_of_scope)
 
 
 def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
-                  now_ns: int | None) -> dict[str, Any]:
+                  now_ns: int | None, out_of_scope: str | None = None) -> dict[str, Any]:
+    """The plan as a plain dict; `out_of_scope` says why the webhook would not check it."""
     prediction, verdict = assessment.prediction, assessment.verdict
     with_rs = prediction.kind in ("Deployment", "ReplicaSet")
     first_survivor = {}
@@ -78,6 +103,11 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
         "violations": [{"rule": v.rule, "message": v.message} for v in verdict.violations],
         "warnings": verdict.warnings,
         "safeReplicas": verdict.safe_replicas,
+        "checked": out_of_scope is None,
+        "notCheckedBecause": out_of_scope,
+        # Only the webhook sees who scales: these users' requests are never checked.
+        "exemptUsers": list(policy.scale_down.exempt_users),
+        "pods": _pod_entries(view, policy, assessment),
     }
     if prediction.order is not None:
         document["order"] = [p.name for p in prediction.order]
@@ -87,6 +117,82 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
             for name, (before, after) in prediction.replica_set_targets.items()
         }
     return document
+
+
+def _pod_entries(view: ClusterView, policy: Policy,
+                 assessment: Assessment) -> list[dict[str, Any]]:
+    """Every active pod of the workload with its place and fate; victims numbered in order."""
+    prediction = assessment.prediction
+    possible = {id(p) for p in prediction.possible_victims}
+    entries = []
+    for index, pod in enumerate(prediction.victims + prediction.survivors):
+        place = placement(policy, view.node, pod)
+        is_victim = index < len(prediction.victims)
+        entry: dict[str, Any] = {
+            "name": pod.name, "node": pod.node_name or None, "pool": place.pool,
+            "protected": place.protected,
+            "fate": VICTIM if is_victim else POSSIBLE_VICTIM if id(pod) in possible else SURVIVES,
+            "deletionOrder": index + 1 if is_victim else None,
+        }
+        if pod.replica_set:
+            entry["replicaSet"] = pod.replica_set
+        entries.append(entry)
+    return entries
+
+
+def audit_workloads(view: Snapshot, policy: Policy, delta: int | None, replicas: int | None,
+                    now_ns: int | None) -> list[dict[str, Any]]:
+    """A plan for every workload a person scales (Deployments, StatefulSets, bare ReplicaSets).
+
+    ReplicaSets a Deployment owns are left out: their Deployment is planned instead.
+    A workload already at 0 has no scale-down to check and is left out too.
+    """
+    documents = []
+    for workload in sorted(view.workloads(), key=lambda w: (namespace_of(w), w.get("kind") or "",
+                                                            name_of(w))):
+        if workload.get("kind") == "ReplicaSet" and controller_ref(workload) is not None:
+            continue
+        current = replicas_of(workload)
+        target = replicas if replicas is not None else max(current + (delta or 0), 0)
+        if current == 0 or target >= current:
+            continue
+        ref = f"{workload['kind']}/{namespace_of(workload)}/{name_of(workload)}"
+        documents.append(build_plan(view, policy, ref, target, now_ns))
+    return documents
+
+
+def render_audit(documents: list[Mapping[str, Any]], source: str) -> str:
+    """One line per workload: its scale-down and the verdict, the worst first."""
+    if not documents:
+        return f"No workload in {source} has a scale-down to check."
+    order = {"DENIED": 0, "VIOLATES": 1, "ALLOWED": 2, "NOT CHECKED": 3}
+    rows = sorted((_audit_row(doc) for doc in documents), key=lambda r: order[r[2]])
+    table = [("WORKLOAD", "REPLICAS", "VERDICT", "DETAIL"), *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(3)]
+    lines = ["  ".join(cell.ljust(widths[i]) if i < 3 else cell
+                       for i, cell in enumerate(row)).rstrip() for row in table]
+    counts = {word: sum(1 for r in rows if r[2] == word) for word in order}
+    lines.append("")
+    lines.append(f"{len(rows)} workloads: {counts['DENIED']} denied, {counts['VIOLATES']} "
+                 f"allowed despite violations, {counts['ALLOWED']} allowed, "
+                 f"{counts['NOT CHECKED']} not checked.")
+    return "\n".join(lines)
+
+
+def _audit_row(document: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    workload, replicas = document["workload"], document["replicas"]
+    name = f"{workload['kind']} {workload['namespace']}/{workload['name']}"
+    sizes = f"{replicas['from']} -> {replicas['to']}"
+    if not document["checked"]:
+        return name, sizes, "NOT CHECKED", document["notCheckedBecause"]
+    rules = ", ".join(v["rule"] for v in document["violations"])
+    if not rules:
+        return name, sizes, "ALLOWED", ""
+    safe = document["safeReplicas"]
+    detail = f"{rules}; safe down to {safe} replicas"
+    if document["allowed"]:
+        return name, sizes, "VIOLATES", f"{detail} (enforcement: {document['enforcement']})"
+    return name, sizes, "DENIED", detail
 
 
 def render_text(document: Mapping[str, Any]) -> str:
@@ -112,16 +218,21 @@ def render_text(document: Mapping[str, Any]) -> str:
                                for i, cell in enumerate(row)).rstrip() for row in rows)
     if document["possibleVictims"]:
         lines.append("")
-        lines.append("Might be deleted instead (tied with a victim until the controller's own "
-                     "order decides): " + ", ".join(document["possibleVictims"]))
+        lines.append("Might be deleted instead, depending on orders the controllers choose "
+                     "(ties, ReplicaSet syncs): " + ", ".join(document["possibleVictims"]))
     lines.append("")
     lines.append("Verdict: " + _verdict_word(document))
     lines.extend(f"  [{v['rule']}] {v['message']}" for v in document["violations"])
     lines.extend(f"  warning: {w}" for w in document["warnings"])
+    if document["exemptUsers"]:
+        lines.append("  unknown to plan: who scales; the webhook does not check requests by "
+                     "scaleDown.exemptUsers (" + ", ".join(document["exemptUsers"]) + ")")
     return "\n".join(lines)
 
 
 def _verdict_word(document: Mapping[str, Any]) -> str:
+    if not document["checked"]:
+        return "ALLOWED (not checked: " + document["notCheckedBecause"] + ")"
     if not document["violations"]:
         return "ALLOWED"
     if not document["allowed"]:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import shutil
+import socket
 import ssl
 import tempfile
 from pathlib import Path
 
 from ..cluster.kubeclient import add_cluster_arguments
-from ..cluster.state import load_policy
+from ..cluster.state import load_policy, load_state
 from ..errors import CommandError
 
 
@@ -44,7 +47,8 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
                         "workload); default: allow them with a warning")
     parser.add_argument("--access-log", action="store_true", help="log every request")
     parser.add_argument("--log-level", default="info",
-                        choices=("debug", "info", "warning", "error"))
+                        choices=("debug", "info", "warning", "error"),
+                        help="gunicorn's log level (default info)")
     parser.set_defaults(run=run_serve)
 
 
@@ -57,26 +61,60 @@ def run_serve(args: argparse.Namespace) -> int:
         raise CommandError("--state serves from a file: leave out --kubeconfig and --context")
     if args.workers < 1 or args.threads < 1:
         raise CommandError("--workers and --threads must be 1 or more")
-    _prepare_metrics_dir()
     load_policy(args.policy)  # a bad policy stops startup here, with the field named
-    from ..admission.gunicorn import GunicornServer  # gunicorn and Flask only for `serve`
-
+    if args.state:
+        # Read once, here: a bad file is one error line instead of a traceback per
+        # worker, and the workers share the parsed objects through fork.
+        args.snapshot = load_state(args.state)
+        args.snapshot.read_all_facts()
+    _check_port(args.host, args.port)
+    created = _prepare_metrics_dir()  # before the metrics modules are imported
+    owner = os.getpid()
     try:
-        server = GunicornServer(args)
-    except (ssl.SSLError, OSError) as err:
-        raise CommandError(f"cannot load --cert {args.cert} / --key {args.key}: {err}") from None
-    server.run()
+        from ..admission.gunicorn import GunicornServer  # gunicorn and Flask only for `serve`
+
+        try:
+            server = GunicornServer(args)
+        except (ssl.SSLError, OSError) as err:
+            raise CommandError(f"cannot load --cert {args.cert} / --key {args.key}: "
+                               f"{err}") from None
+        server.run()
+    finally:
+        # Workers leave through this frame too (a fork of it): only the master cleans up.
+        if created is not None and os.getpid() == owner:
+            shutil.rmtree(created, ignore_errors=True)
     return 0
 
 
-def _prepare_metrics_dir() -> None:
-    """One metrics directory for all workers, emptied of an earlier run's files."""
+def _check_port(host: str, port: int) -> None:
+    """Fail now, in one line, when the address cannot be listened on (gunicorn would retry
+    for seconds and then stop the whole server with a log line per attempt)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            reason = ("already in use" if err.errno == errno.EADDRINUSE
+                      else err.strerror or str(err))
+            raise CommandError(f"--port {port}: cannot listen on {host}:{port}: "
+                               f"{reason}") from None
+
+
+def _prepare_metrics_dir() -> str | None:
+    """One metrics directory for all workers, emptied of an earlier run's files.
+
+    Returns the directory when it was made here (a temporary one, to remove at exit).
+    """
     from ..admission import metrics
 
-    directory = os.environ.get(metrics.MULTIPROC_ENV) or tempfile.mkdtemp(
-        prefix="poolguard-metrics-")
+    directory = os.environ.get(metrics.MULTIPROC_ENV)
+    created = None
+    if not directory:
+        directory = created = tempfile.mkdtemp(prefix="poolguard-metrics-")
     Path(directory).mkdir(parents=True, exist_ok=True)
     for stale in Path(directory).glob("*.db"):
         stale.unlink()
     # Before any admission metric exists: metrics.py says why the order matters.
     metrics.use_multiprocess_dir(directory)
+    return created

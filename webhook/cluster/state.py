@@ -53,7 +53,11 @@ def read_documents(path: str | Path, what: str) -> list[Any]:
 def load_state(path: str | Path) -> Snapshot:
     """A Snapshot from a `kubectl get ... -o yaml` List, or from multi-document YAML."""
     snapshot = Snapshot(())
-    for obj in _objects(read_documents(path, "state"), str(path)):
+    documents = read_documents(path, "state")
+    if not documents:
+        raise StateError(f"state file {path}: it is empty; expected the output of kubectl get "
+                         "namespaces,nodes,deployments,replicasets,statefulsets,pods -A -o yaml")
+    for obj in _objects(documents, str(path)):
         snapshot.add(obj)
     return snapshot
 

@@ -19,12 +19,20 @@ class Assessment:
 
 
 def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
-                 to_replicas: int, now_ns: int | None) -> Assessment:
-    """Predict the victims of scaling `workload` to `to_replicas` and judge them."""
+                 to_replicas: int, now_ns: int | None, quick: bool = False) -> Assessment:
+    """Predict the victims of scaling `workload` to `to_replicas` and judge them.
+
+    The safe replica count comes with every verdict, except with `quick` (the webhook,
+    inside the API server's timeout): then only for a violation's fix, and only when one
+    prediction gives it (one ReplicaSet or a StatefulSet shrinks); a rollout would need a
+    dozen re-predictions, and the fix points to `plan` instead.
+    """
     prediction = predict_scale(view, workload, to_replicas, now_ns)
     verdict = evaluate(policy, prediction, view.node)
+    if not quick or (verdict.violations and prediction.prefix_order is not None):
+        verdict.safe_replicas = smallest_safe_replicas(view, policy, workload, prediction,
+                                                       now_ns)
     if verdict.violations:
-        verdict.safe_replicas = smallest_safe_replicas(view, policy, workload, prediction, now_ns)
         fix = _fix_text(prediction, verdict.safe_replicas)
         for violation in verdict.violations:
             violation.message = f"{violation.message}; fix: {fix}"
@@ -38,14 +46,17 @@ def removes_protected(view: ClusterView, policy: Policy, prediction: ScalePredic
 
 
 def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
-                           prediction: ScalePrediction, now_ns: int | None) -> int | None:
-    """The lowest count in [to, current] whose scale-down removes no protected pod."""
+                           prediction: ScalePrediction, now_ns: int | None) -> int:
+    """The lowest replica count whose scale-down removes no protected-pool pod now.
+
+    Whatever the requested count: 0 when no pod runs on a protected pool, the number of
+    active pods when even one deletion could take a protected pod.
+    """
     protected = protection(policy, view.node)
 
     if prediction.prefix_order is not None:
         order = prediction.prefix_order
-        safe = len(order) - _safe_prefix_length(order, protected, prediction.kind)
-        return safe if prediction.to_replicas < safe < len(order) else None
+        return len(order) - _safe_prefix_length(order, protected, prediction.kind)
     return _search_safe_replicas(view, policy, workload, prediction, now_ns)
 
 
@@ -65,29 +76,30 @@ def _safe_prefix_length(order: list[Any], protected: Any, kind: str) -> int:
 
 
 def _search_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
-                          prediction: ScalePrediction, now_ns: int | None) -> int | None:
+                          prediction: ScalePrediction, now_ns: int | None) -> int:
     """Binary search over re-predictions, for rollouts and multi-sync scale-downs.
 
     Fewer replicas never spare a pod that more replicas delete, so the boundary between
     safe and unsafe counts is found in O(log n) predictions.
     """
-    high = len(prediction.victims) + len(prediction.survivors)
-    low = prediction.to_replicas
-    if low >= high or removes_protected(view, policy,
-                                        predict_scale(view, workload, high - 1, now_ns)):
-        return None
-    while high - low > 1:
-        middle = (low + high) // 2
+    unsafe, safe = -1, len(prediction.victims) + len(prediction.survivors)  # safe: no deletion
+    while safe - unsafe > 1:
+        middle = (unsafe + safe) // 2
         if removes_protected(view, policy, predict_scale(view, workload, middle, now_ns)):
-            low = middle
+            unsafe = middle
         else:
-            high = middle
-    return high
+            safe = middle
+    return safe
 
 
 def _fix_text(prediction: ScalePrediction, safe: int | None) -> str:
     options = []
-    if safe is not None and safe < prediction.from_replicas:
+    if safe is None:
+        options.append(f"scale no lower than the smallest replica count that removes no "
+                       f"protected-pool pod, which 'python -m webhook plan --workload "
+                       f"{prediction.kind.lower()}/{prediction.namespace}/{prediction.name} "
+                       f"--replicas {prediction.to_replicas}' names")
+    elif prediction.to_replicas < safe < prediction.from_replicas:
         options.append(f"scale to {safe} replicas or more for now (the smallest count that "
                        "removes no protected-pool pod)")
     if prediction.kind == "StatefulSet":

@@ -112,6 +112,7 @@ def parse_policy(document: Any, source: str = "policy") -> Policy:
                           f"got {pool_label!r}")
     pools = _parse_pools(document.get("pools"), source)
     default_cost = _int32(document.get("defaultDeletionCost", 0), source, "defaultDeletionCost")
+    _check_costs_favour_protected(pools, default_cost, source)
     selectors = {}
     for key in ("namespaceSelector", "podSelector"):
         value = document.get(key) or {}
@@ -152,6 +153,31 @@ def _parse_pools(value: Any, source: str) -> tuple[Pool, ...]:
             raise PolicyError(f"{source}: {where}.protected: must be true or false")
         pools.append(Pool(name, cost, protected))
     return tuple(pools)
+
+
+def _check_costs_favour_protected(pools: tuple[Pool, ...], default_cost: int,
+                                  source: str) -> None:
+    """Reject a protected pool cheaper to delete than an unprotected pool or the default.
+
+    The ReplicaSet controller deletes lower costs first, so such a cost would make it
+    pick the protected pods first: the cost would work against the rules, and most
+    scale-downs would be denied. No policy wants that, so it stops the load (a running
+    server keeps its last good policy) rather than loading with a warning nobody reads.
+    """
+    unprotected = [(f"pools[{i}] ({pool.name!r})", pool.deletion_cost)
+                   for i, pool in enumerate(pools) if not pool.protected]
+    # Nodes without the pool label, or with a pool not listed, are unprotected too.
+    unprotected.append(("defaultDeletionCost", default_cost))
+    for index, pool in enumerate(pools):
+        if not pool.protected:
+            continue
+        for where, cost in unprotected:
+            if pool.deletion_cost < cost:
+                raise PolicyError(
+                    f"{source}: pools[{index}].deletionCost: protected pool {pool.name!r} has "
+                    f"cost {pool.deletion_cost}, lower than {cost} of {where}; the ReplicaSet "
+                    "controller deletes lower costs first, so give protected pools the "
+                    "highest costs")
 
 
 def _parse_scale_down(value: Any, source: str) -> ScaleDownPolicy:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .cluster import ClusterView, pod_facts
+from .deletion_cost import DELETION_COST_ANNOTATION, go_quote, is_valid_deletion_cost
 from .kube import (
     annotations_of,
     controller_ref,
@@ -27,7 +29,7 @@ from .kube import (
     status_of,
     uid_of,
 )
-from .podfacts import PodFacts
+from .podfacts import PHASE_ORDINAL, PodFacts
 from .ranking import (
     BURST_REPLICAS,
     Deletion,
@@ -37,6 +39,7 @@ from .ranking import (
     possible_victims,
     ranked_pod,
 )
+from .rollout import ShrinkingReplicaSet, sync_order_groups
 from .selectors import compile_workload_selector, workload_selector_matches
 
 MAX_REPLICAS_ANNOTATION = "deployment.kubernetes.io/max-replicas"
@@ -222,12 +225,30 @@ def _predict_replicaset(view: ClusterView, rs: Mapping[str, Any], to_replicas: i
     prediction.tie_groups = deletion.tie_groups
     prediction.order = deletion.order
     prediction.prefix_order = deletion.order
+    prediction.notes.extend(invalid_cost_notes(deletion.order))
     if controller_ref(rs) is not None:
         prediction.notes.append(
             f"ReplicaSet {name_of(rs)} is managed by {controller_ref(rs).get('kind')} "
             f"{controller_ref(rs).get('name')}, which will undo a direct scale"
         )
     return prediction
+
+
+def invalid_cost_notes(pods: Sequence[RankedPod]) -> list[str]:
+    """Name the pods whose deletion cost the API server would reject, with the raw value.
+
+    Such values predate validation or were written around it; the ReplicaSet
+    controller counts them as 0, which may not be what their author meant.
+    """
+    invalid = []
+    for pod in sorted(pods, key=lambda p: p.name):
+        raw = annotations_of(pod.pod).get(DELETION_COST_ANNOTATION)
+        if raw is not None and not is_valid_deletion_cost(str(raw)):
+            invalid.append(f"{pod.name} ({go_quote(str(raw))})")
+    if not invalid:
+        return []
+    shown = ", ".join(invalid[:5]) + (f" and {len(invalid) - 5} more" if len(invalid) > 5 else "")
+    return [f"invalid deletion cost on {shown}; the ReplicaSet controller counts it as 0"]
 
 
 def _tag_replicaset(pods: list[RankedPod], replicaset: str) -> None:
@@ -249,6 +270,8 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
                                 now_ns, burst, prediction.notes)
     shrinking = [name for name, size in targets.items()
                  if size < replicas_of(_named(replicasets, name), default=0)]
+    deletions: dict[str, Deletion] = {}
+    two_step: list[TieGroup] = []
     for rs in _by_creation(replicasets):
         rs_name = name_of(rs)
         current = replicas_of(rs, default=0)
@@ -257,15 +280,17 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
         deletion = deletions_of_facts(owned_pod_facts(all_pods, rs), all_pods, target, now_ns,
                                       burst)
         _tag_replicaset(deletion.order, rs_name)
+        deletions[rs_name] = deletion
         prediction.victims.extend(deletion.victims)
         prediction.survivors.extend(deletion.order[len(deletion.victims):])
-        prediction.tie_groups.extend(deletion.tie_groups)
         if target < split.get(rs_name, target) < current:
-            prediction.tie_groups.extend(_two_step_group(
-                owned_pod_facts(all_pods, rs), all_pods, split[rs_name], deletion, now_ns,
-                burst))
+            two_step += _two_step_group(owned_pod_facts(all_pods, rs), all_pods,
+                                        split[rs_name], deletion, now_ns, burst)
         if shrinking == [rs_name] and len(targets) == 1:
             prediction.prefix_order = deletion.order
+    prediction.tie_groups = _tie_groups_over_sync_orders(deletions, all_pods, burst)
+    prediction.tie_groups += _not_yet_tied(two_step, prediction.tie_groups, prediction.victims)
+    prediction.notes.extend(invalid_cost_notes(prediction.victims + prediction.survivors))
     return prediction
 
 
@@ -355,6 +380,38 @@ def _available(pod: RankedPod, min_ready_ns: int, now_ns: int | None) -> bool:
         return True
     return (now_ns is not None and pod.ready_time_ns is not None
             and now_ns - pod.ready_time_ns >= min_ready_ns)
+
+
+def _not_yet_tied(groups: list[TieGroup], tied: list[TieGroup],
+                  victims: list[RankedPod]) -> list[TieGroup]:
+    """`groups` without the pods already in a group of `tied` (one group per pod)."""
+    seen = {id(p) for g in tied for p in g.members}
+    victim_ids = {id(p) for p in victims}
+    kept = []
+    for group in groups:
+        members = [p for p in group.members if id(p) not in seen]
+        removed = sum(1 for p in members if id(p) in victim_ids)
+        if 0 < removed < len(members):
+            kept.append(TieGroup(members=members, removed=removed))
+    return kept
+
+
+def _tie_groups_over_sync_orders(deletions: Mapping[str, Deletion],
+                                 all_pods: Sequence[Mapping[str, Any]],
+                                 burst: int) -> list[TieGroup]:
+    """The uncertain pods of each ReplicaSet, over every order their syncs can take.
+
+    With one ReplicaSet deleting, no sibling deletion can change a rank and the tie
+    groups of its own prediction say it all; with several, see `rollout`.
+    """
+    deleting = [name for name, d in deletions.items() if d.victims]
+    if len(deleting) < 2:
+        return [group for d in deletions.values() for group in d.tie_groups]
+    groups = sync_order_groups(
+        [ShrinkingReplicaSet(name, deletions[name].order, len(deletions[name].victims),
+                             deletions[name].victims) for name in deleting],
+        Counter(facts.node_name for facts in all_pods if facts.active), burst)
+    return [group for group in groups.values() if group is not None]
 
 
 def _named(objects: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any]:
@@ -585,23 +642,45 @@ def _predict_statefulset(view: ClusterView, sts: Mapping[str, Any],
                          to_replicas: int) -> ScalePrediction:
     prediction = _empty_prediction(sts, to_replicas)
     start = int((spec_of(sts).get("ordinals") or {}).get("start") or 0)
-    members: list[tuple[int, RankedPod]] = []
+    members: dict[int, RankedPod] = {}
     sts_name, sts_uid = name_of(sts), uid_of(sts)
     for facts in pod_facts(view, namespace_of(sts)):
         ordinal = stateful_ordinal(facts.name, sts_name)
         if ordinal is not None and facts.active and _controlled_by(facts, sts_uid, sts_name):
-            members.append((ordinal, ranked_pod(facts, 0)))
-    members.sort(key=lambda item: -item[0])
+            members[ordinal] = ranked_pod(facts, 0)
     in_range = range(start, start + to_replicas)
-    prediction.victims = [pod for ordinal, pod in members if ordinal not in in_range]
-    prediction.survivors = [pod for ordinal, pod in members if ordinal in in_range]
-    prediction.order = [pod for _, pod in members]
+    descending = sorted(members, reverse=True)
+    # Condemned pods (outside the range, also below a raised ordinals.start) go highest
+    # ordinal first; the order goes on with the pods in range, as smaller scales take them.
+    prediction.victims = [members[o] for o in descending if o not in in_range]
+    prediction.survivors = [members[o] for o in descending if o in in_range]
+    prediction.order = prediction.victims + prediction.survivors
     prediction.prefix_order = prediction.order
     ordered_ready = (spec_of(sts).get("podManagementPolicy") or "OrderedReady") == "OrderedReady"
-    if ordered_ready and len(prediction.victims) > 1:
-        prediction.notes.append("OrderedReady: pods are deleted one at a time, "
-                                    "highest ordinal first")
+    if ordered_ready and prediction.victims:
+        prediction.notes.extend(_ordered_ready_notes(sts, members, in_range,
+                                                     len(prediction.victims)))
     return prediction
+
+
+def _ordered_ready_notes(sts: Mapping[str, Any], members: Mapping[int, RankedPod],
+                         in_range: range, condemned: int) -> list[str]:
+    """What OrderedReady (podManagementPolicy) does to this scale-down, in words."""
+    notes = []
+    blocking = [members[o].name for o in in_range
+                if o in members and not _running_and_ready(members[o])]
+    missing = [f"{name_of(sts)}-{o}" for o in in_range if o not in members]
+    if blocking or missing:
+        what = ", ".join(blocking[:5] + [f"{name} (missing)" for name in missing[:5]])
+        notes.append(f"OrderedReady: nothing is deleted while a pod in the new range is not "
+                     f"Running and Ready; waiting for {what}")
+    if condemned > 1:
+        notes.append("OrderedReady: pods are deleted one at a time, highest ordinal first")
+    return notes
+
+
+def _running_and_ready(pod: RankedPod) -> bool:
+    return pod.phase_ordinal == PHASE_ORDINAL["Running"] and pod.ready
 
 
 def stateful_ordinal(pod_name: str, set_name: str) -> int | None:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .policy import Policy
+from .policy import Policy, ScaleDownPolicy
 from .prediction import ScalePrediction
 from .ranking import RankedPod
 
@@ -121,9 +121,9 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
     if lost_protected and remaining < required:
         verdict.violations.append(Violation(RULE_MIN_PROTECTED, (
             f"leaves {remaining} pod{_s(range(remaining))} on protected pools "
-            f"({', '.join(policy.protected_pool_names) or 'none'}), "
-            f"{rules.min_protected_replicas} at {prediction.to_replicas} replicas requires "
-            f"{required}; it removes {_names(lost_protected, describe)}"
+            f"({', '.join(policy.protected_pool_names) or 'none'}); "
+            f"minProtectedReplicas requires {_required_text(rules, prediction.to_replicas)}; "
+            f"it removes {_names(lost_protected, describe)}"
         )))
     elif remaining < required:
         verdict.warnings.append(
@@ -135,6 +135,18 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
         if prediction.kind != "StatefulSet":  # deletion cost plays no part there
             _add_cost_hint(verdict, lost_protected, surviving_other, describe)
     return verdict
+
+
+def _required_text(rules: ScaleDownPolicy, replicas: int) -> str:
+    """How many pods minProtectedReplicas asks for at `replicas`, and why, in words."""
+    required = rules.required_protected(replicas)
+    value = rules.min_protected_replicas
+    if isinstance(value, str):
+        return f"{required} ({value} of {replicas} replicas, rounded up)"
+    if required > replicas:
+        return (f"{required}, more than the {replicas} replicas asked for, "
+                f"so a scale below {required} that removes a protected pod always breaks it")
+    return str(required)
 
 
 def _add_cost_hint(verdict: Verdict, lost: list[RankedPod], kept: list[RankedPod],

@@ -1,0 +1,164 @@
+"""`plan --output html`: the plan document as one self-contained page.
+
+No script, no external fetch (a Content-Security-Policy forbids them): nodes grouped
+by pool, each pod drawn on its node and coloured by its fate, victims numbered in
+deletion order, the verdict and the fix on top, and the ReplicaSet split of a rollout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from html import escape
+from typing import Any
+
+_NO_POOL = "(no pool label)"
+_UNSCHEDULED = "(not scheduled)"
+
+_STYLE = """
+body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
+header{padding:16px 24px;color:#fff}
+header.allowed{background:#1f7a3a}header.denied{background:#b3261e}
+header.violations{background:#a15c00}header.unchecked{background:#51606f}
+h1{margin:0 0 4px;font-size:20px}h2{font-size:16px;margin:20px 0 8px}
+main{padding:8px 24px 24px}
+.verdict{font-size:18px;font-weight:600}
+.fix,.why{margin:6px 0 0}
+.pools{display:flex;flex-wrap:wrap;gap:16px}
+.pool{background:#fff;border:1px solid #ccd2da;border-radius:8px;padding:10px 12px;min-width:220px}
+.pool.protected{border:2px solid #3056d3}
+.pool h3{margin:0 0 8px;font-size:15px}
+.node{border:1px dashed #9aa5b1;border-radius:6px;padding:6px;margin:6px 0}
+.node .name{font-size:12px;color:#51606f;margin-bottom:4px}
+.pod{display:inline-flex;align-items:center;gap:4px;margin:2px;padding:3px 8px;border-radius:12px;
+     font-size:12px;color:#fff}
+.pod.victim{background:#c62828}.pod.possible-victim{background:#ef8f00}
+.pod.survives{background:#2e7d32}
+.pod .order{background:#fff;color:#c62828;border-radius:50%;min-width:18px;height:18px;
+            display:inline-flex;align-items:center;justify-content:center;font-weight:700}
+.pod .rs{opacity:.85;font-size:11px}
+table{border-collapse:collapse;background:#fff}
+td,th{border:1px solid #ccd2da;padding:4px 8px;text-align:left}
+.legend span{margin-right:12px}
+ul{margin:4px 0;padding-left:20px}
+"""
+
+
+def render_html(document: Mapping[str, Any]) -> str:
+    """The whole page, as a string; nothing in it loads anything from anywhere."""
+    workload, replicas = document["workload"], document["replicas"]
+    title = (f"{workload['kind']} {workload['namespace']}/{workload['name']}: "
+             f"{replicas['from']} \u2192 {replicas['to']} replicas")
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        # Self-contained by construction: the browser refuses any fetch.
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+        "style-src 'unsafe-inline'\">",
+        f"<title>poolguard plan: {escape(title)}</title>",
+        f"<style>{_STYLE}</style></head><body>",
+        _header(document, title),
+        "<main>",
+        _legend(),
+        _replica_sets(document),
+        _pools(document),
+        _notes(document),
+        "</main></body></html>",
+    ]
+    return "\n".join(part for part in parts if part)
+
+
+def _verdict(document: Mapping[str, Any]) -> tuple[str, str]:
+    """(css class, words) for the verdict banner."""
+    if not document["checked"]:
+        return "unchecked", "ALLOWED: not checked"
+    if not document["violations"]:
+        return "allowed", "ALLOWED"
+    if not document["allowed"]:
+        return "denied", "DENIED"
+    return "violations", f"ALLOWED despite violations (enforcement: {document['enforcement']})"
+
+
+def _header(document: Mapping[str, Any], title: str) -> str:
+    css, words = _verdict(document)
+    lines = [f'<header class="{css}" id="verdict">', f"<h1>{escape(title)}</h1>",
+             f'<div class="verdict">{escape(words)}</div>']
+    if not document["checked"]:
+        lines.append(f'<p class="why">{escape(document["notCheckedBecause"])}</p>')
+    fixes = []
+    for violation in document["violations"]:
+        message, _, fix = violation["message"].partition("; fix: ")
+        lines.append(f'<p class="why">[{escape(violation["rule"])}] {escape(message)}</p>')
+        if fix and fix not in fixes:
+            fixes.append(fix)
+    lines.extend(f'<p class="fix" id="fix"><b>Fix:</b> {escape(fix)}</p>' for fix in fixes)
+    safe = document.get("safeReplicas")
+    if safe is not None:
+        lines.append(f'<p class="fix">Smallest replica count that removes no protected-pool '
+                     f"pod now: <b>{safe}</b></p>")
+    lines.append("</header>")
+    return "\n".join(lines)
+
+
+def _legend() -> str:
+    return ('<p class="legend"><span class="pod victim"><span class="order">1</span>victim, '
+            'numbered in deletion order</span><span class="pod possible-victim">possible victim'
+            '</span><span class="pod survives">survives</span></p>')
+
+
+def _replica_sets(document: Mapping[str, Any]) -> str:
+    sizes = document.get("replicaSets") or {}
+    if len(sizes) < 2:
+        return ""
+    rows = "".join(f"<tr><td>{escape(name)}</td><td>{s['from']}</td><td>{s['to']}</td></tr>"
+                   for name, s in sizes.items())
+    return ('<h2>ReplicaSets (the Deployment controller splits the change)</h2>'
+            f'<table id="replicasets"><tr><th>ReplicaSet</th><th>from</th><th>to</th></tr>'
+            f"{rows}</table>")
+
+
+def _pools(document: Mapping[str, Any]) -> str:
+    """Pools (protected first), their nodes, and each pod where it runs."""
+    pools: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
+    protected: dict[str, bool] = {}
+    for pod in document["pods"]:
+        pool = pod["pool"] or _NO_POOL
+        pools.setdefault(pool, {}).setdefault(pod["node"] or _UNSCHEDULED, []).append(pod)
+        protected[pool] = protected.get(pool, False) or pod["protected"]
+    show_rs = len(document.get("replicaSets") or {}) > 1
+    html = ['<h2>Pods by pool and node</h2><div class="pools">']
+    for pool in sorted(pools, key=lambda name: (not protected[name], name)):
+        css = "pool protected" if protected[pool] else "pool"
+        label = f"{pool} (protected)" if protected[pool] else pool
+        html.append(f'<section class="{css}" data-pool="{escape(pool)}">'
+                    f"<h3>{escape(label)}</h3>")
+        for node in sorted(pools[pool]):
+            html.append(f'<div class="node" data-node="{escape(node)}">'
+                        f'<div class="name">{escape(node)}</div>')
+            html.extend(_pod_chip(pod, show_rs) for pod in
+                        sorted(pools[pool][node], key=lambda p: (p["deletionOrder"] is None,
+                                                                 p["deletionOrder"] or 0,
+                                                                 p["name"])))
+            html.append("</div>")
+        html.append("</section>")
+    html.append("</div>")
+    return "\n".join(html)
+
+
+def _pod_chip(pod: Mapping[str, Any], show_rs: bool) -> str:
+    fate = pod["fate"]
+    order = (f'<span class="order">{pod["deletionOrder"]}</span>'
+             if pod["deletionOrder"] is not None else "")
+    rs = (f'<span class="rs">[{escape(pod["replicaSet"])}]</span>'
+          if show_rs and pod.get("replicaSet") else "")
+    return (f'<span class="pod {fate}" data-pod="{escape(pod["name"])}" data-fate="{fate}" '
+            f'title="{escape(fate)}">{order}{escape(pod["name"])}{rs}</span>')
+
+
+def _notes(document: Mapping[str, Any]) -> str:
+    items = [escape(w) for w in document["warnings"]]
+    if document["exemptUsers"]:
+        items.append("Unknown to plan: who scales. The webhook does not check requests by "
+                     "scaleDown.exemptUsers: " + escape(", ".join(document["exemptUsers"])))
+    if not items:
+        return ""
+    return "<h2>Notes</h2><ul id=\"notes\">" + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
