@@ -12,10 +12,10 @@ SERVICE ?= poolguard-webhook
 .DEFAULT_GOAL := help
 include mk/install.mk
 include mk/chart.mk
-.PHONY: help install test lint bench run bench-core bench-server bench-reconciler bench-cache soak hey
+.PHONY: help install test lint e2e e2e-down bench run bench-core bench-server bench-reconciler bench-cache soak hey
 
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -71,3 +71,9 @@ run: $(STAMP) $(CERT_DIR)/tls.crt ## serve the webhook on https://localhost:8443
 
 bench-reconciler: $(STAMP) ## reconciler: API writes and pass times over 1,000 pods (fake API server)
 	$(PY) bench/bench_reconciler.py
+
+e2e: $(STAMP) ## end-to-end tests on a local control plane built from k8s.io/kubernetes (README)
+	PY=$(PY) tests/e2e/run.sh
+
+e2e-down: ## stop a cluster left running by E2E_KEEP=1 (E2E_RUN_DIR=...)
+	$(PY) -m tests.e2e.controlplane down $(E2E_RUN_DIR)

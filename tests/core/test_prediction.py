@@ -446,6 +446,94 @@ def test_deployment_victims_use_deployment_wide_ranks():
     assert sorted(p.name for p in prediction.possible_victims) == ["new-c", "old-a"]
 
 
+def test_scale_down_that_completes_the_new_replicaset_removes_the_old_ones():
+    """Found by the e2e differential run (seed 4) against the real controllers: 3 -> 2
+    mid-rollout splits to new 3 -> 2, old 2 -> 2; the new ReplicaSet then keeps 2
+    available pods, is saturated, and the Deployment controller's next sync scales the
+    old ReplicaSet to 0. Its pods are victims of this scale-down too."""
+    deployment = f.deployment("web", replicas=3, max_surge=2, max_unavailable=0)
+    old = f.replicaset("web-old", replicas=2, owner=deployment, image=OLD_IMAGE,
+                       pod_hash="old", created="2026-01-01T00:00:00Z")
+    new = f.replicaset("web-new", replicas=3, owner=deployment, pod_hash="new",
+                       created="2026-02-01T00:00:00Z", available=2)
+    for rs in (old, new):
+        _annotate(rs, 3, 5)
+    pods = [
+        f.pod("old-a", owner=old, node_name="node-a"),
+        f.pod("old-b", owner=old, node_name="node-b"),
+        f.pod("new-a", owner=new, node_name="node-a"),
+        f.pod("new-b", owner=new, node_name="node-b"),
+        f.pod("new-c", owner=new, node_name="node-c", phase="Unknown", ready=False),
+    ]
+    prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 2, NOW)
+    assert prediction.replica_set_targets == {"web-old": (2, 0), "web-new": (3, 2)}
+    assert sorted(p.name for p in prediction.victims) == ["new-c", "old-a", "old-b"]
+    assert prediction.possible_victims == []
+    assert any("scales the old ReplicaSets to 0" in note for note in prediction.notes)
+    # A kept pod that is not available: no saturation, the proportional split stands.
+    pods[3] = f.pod("new-b", owner=new, node_name="node-b", ready=False)
+    prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 2, NOW)
+    assert prediction.replica_set_targets == {"web-old": (2, 2), "web-new": (3, 2)}
+    # minReadySeconds not yet elapsed since the pods became ready: not available either.
+    pods[3] = f.pod("new-b", owner=new, node_name="node-b")
+    deployment["spec"]["minReadySeconds"] = 10**9
+    prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 2, NOW)
+    assert prediction.replica_set_targets == {"web-old": (2, 2), "web-new": (3, 2)}
+
+
+def test_split_that_leaves_one_replicaset_with_pods_gives_it_the_new_count():
+    """Found by the e2e differential run (seed 63): 6 -> 2 with maxSurge 50% splits to
+    old 1 -> 0, new 8 -> 3 (2 + surge 1); on the next sync the new ReplicaSet is the only
+    one with pods, and scale() sets it to exactly 2."""
+    deployment = f.deployment("web", replicas=6, max_surge="50%", max_unavailable="25%")
+    old = f.replicaset("web-old", replicas=1, owner=deployment, image=OLD_IMAGE,
+                       pod_hash="old", created="2026-01-01T00:00:00Z")
+    new = f.replicaset("web-new", replicas=8, owner=deployment, pod_hash="new",
+                       created="2026-02-01T00:00:00Z", available=3)
+    for rs in (old, new):
+        _annotate(rs, 6, 9)
+    pods = [f.pod("old-a", owner=old, node_name="node-a")]
+    pods += [f.pod(f"new-{i}", owner=new, node_name=f"node-{i}", cost=str(i),
+                   ready=i >= 5) for i in range(8)]
+    prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 2, NOW)
+    assert prediction.replica_set_targets == {"web-old": (1, 0), "web-new": (8, 2)}
+    assert sorted(p.name for p in prediction.victims) == [
+        "new-0", "new-1", "new-2", "new-3", "new-4", "new-5", "old-a"]
+    assert any("the only one with pods" in note for note in prediction.notes)
+
+
+def test_two_syncs_of_one_replicaset_make_the_recounted_ranks_uncertain():
+    """Found by the e2e differential run (seed 63 again): the new ReplicaSet goes 8 -> 3
+    (the split), then 3 -> 2 (the next sync). Syncing once, both pods doubled up on
+    node-a go (rank 2); syncing twice, one of them goes first and the other, alone on
+    node-a by then, is tied with node-b's pod on rules 1-5. Either can happen."""
+    deployment = f.deployment("web", replicas=6, max_surge="50%", max_unavailable="25%")
+    old = f.replicaset("web-old", replicas=1, owner=deployment, image=OLD_IMAGE,
+                       pod_hash="old", created="2026-01-01T00:00:00Z")
+    new = f.replicaset("web-new", replicas=8, owner=deployment, pod_hash="new",
+                       created="2026-02-01T00:00:00Z", available=7)
+    for rs in (old, new):
+        _annotate(rs, 6, 9)
+    recent = "2026-03-15T11:59:30Z"  # ready 30 s before NOW: one age bucket
+    pods = [f.pod("old-a", owner=old, node_name="hybrid-1", cost="-50"),
+            f.pod("new-unready", owner=new, node_name="hybrid-3", cost="-100", ready=False),
+            *[f.pod(f"new-hybrid-{i}", owner=new, node_name="hybrid-2", cost="-100")
+              for i in range(3)],
+            f.pod("new-a1", owner=new, node_name="node-a", cost="1000", ready_time=recent),
+            f.pod("new-a2", owner=new, node_name="node-a", cost="1000", ready_time=recent),
+            f.pod("new-b", owner=new, node_name="node-b", cost="1000", ready_time=recent),
+            f.pod("new-c", owner=new, node_name="node-c", cost="1000",
+                  ready_time="2026-03-14T12:00:00Z")]
+    prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 2, NOW)
+    assert prediction.replica_set_targets == {"web-old": (1, 0), "web-new": (8, 2)}
+    victims = {p.name for p in prediction.victims}
+    assert victims == {"old-a", "new-unready", "new-hybrid-0", "new-hybrid-1",
+                       "new-hybrid-2", "new-a1", "new-a2"}
+    assert [p.name for p in prediction.possible_victims] == ["new-b"]
+    uncertain = {p.name for g in prediction.tie_groups for p in g.members}
+    assert uncertain == {"new-a1", "new-a2", "new-b"}
+
+
 def test_single_replicaset_deployment_gets_exactly_the_new_count():
     deployment = f.deployment("api", replicas=5)
     rs = f.replicaset("api-1", replicas=5, owner=deployment, pod_hash="h1")

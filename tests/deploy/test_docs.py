@@ -40,9 +40,9 @@ def test_install_doc_commands_match_the_code() -> None:
     from certs.cli import build_parser
 
     commands = _doc_commands()
-    make_targets = set(re.findall(r"^([a-z-]+):", INSTALL_MK.read_text(), re.M))
-    make_targets |= set(re.findall(r"^([a-z-]+):", (REPO / "Makefile").read_text(), re.M))
-    make_targets |= set(re.findall(r"^([a-z-]+):", (REPO / "mk" / "chart.mk").read_text(), re.M))
+    make_targets = set(re.findall(r"^([a-z0-9-]+):", INSTALL_MK.read_text(), re.M))
+    make_targets |= set(re.findall(r"^([a-z0-9-]+):", (REPO / "Makefile").read_text(), re.M))
+    make_targets |= set(re.findall(r"^([a-z0-9-]+):", (REPO / "mk" / "chart.mk").read_text(), re.M))
     seen = {"certs": 0, "make": 0, "paths": 0}
     for words in commands:
         if words[:3] == ["python", "-m", "certs"] and len(words) > 3:

@@ -264,11 +264,14 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
     prediction = _empty_prediction(deployment, to_replicas)
     namespace = namespace_of(deployment)
     replicasets = owned_objects(view.replicasets(namespace), deployment)
-    targets = replicaset_targets(deployment, replicasets, to_replicas, prediction.notes)
+    split = replicaset_targets(deployment, replicasets, to_replicas, prediction.notes)
     all_pods = _pods_matching_any(pod_facts(view, namespace), replicasets)
+    targets = _after_saturation(deployment, replicasets, split, to_replicas, all_pods,
+                                now_ns, burst, prediction.notes)
     shrinking = [name for name, size in targets.items()
                  if size < replicas_of(_named(replicasets, name), default=0)]
     deletions: dict[str, Deletion] = {}
+    two_step: list[TieGroup] = []
     for rs in _by_creation(replicasets):
         rs_name = name_of(rs)
         current = replicas_of(rs, default=0)
@@ -280,11 +283,117 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
         deletions[rs_name] = deletion
         prediction.victims.extend(deletion.victims)
         prediction.survivors.extend(deletion.order[len(deletion.victims):])
+        if target < split.get(rs_name, target) < current:
+            two_step += _two_step_group(owned_pod_facts(all_pods, rs), all_pods,
+                                        split[rs_name], deletion, now_ns, burst)
         if shrinking == [rs_name] and len(targets) == 1:
             prediction.prefix_order = deletion.order
     prediction.tie_groups = _tie_groups_over_sync_orders(deletions, all_pods, burst)
+    prediction.tie_groups += _not_yet_tied(two_step, prediction.tie_groups, prediction.victims)
     prediction.notes.extend(invalid_cost_notes(prediction.victims + prediction.survivors))
     return prediction
+
+
+def _after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[str, Any]],
+                      targets: dict[str, int], to_replicas: int,
+                      all_pods: Sequence[PodFacts], now_ns: int | None,
+                      burst: int, notes: list[str]) -> dict[str, int]:
+    """The Deployment controller's next syncs after a proportional split, until stable.
+
+    The split updates the ReplicaSets, which triggers another sync whose `scale()` looks
+    again (found by the e2e differential run against the real controllers):
+    - one ReplicaSet left with pods (FindActiveOrLatest) gets exactly the new count;
+    - a new ReplicaSet left at exactly the new count whose kept pods are all available
+      is saturated (IsSaturated: spec.replicas, desired-replicas and
+      status.availableReplicas equal the Deployment's replicas) once the ReplicaSet
+      controller has removed its victims: every old ReplicaSet goes to 0 (a rollout in
+      progress does the same through reconcileOldReplicaSets).
+    Either way more pods go in the same scale-down.
+    """
+    if len(targets) < 2:  # no proportional split: the first sync was final
+        return targets
+    scaled = {**deployment, "spec": {**spec_of(deployment), "replicas": to_replicas}}
+    new_rs = find_new_replicaset(scaled, replicasets)
+    for _ in range(len(targets)):
+        with_pods = [name for name, size in targets.items() if size > 0]
+        if len(with_pods) == 1 and targets[with_pods[0]] != to_replicas:
+            notes.append(f"ReplicaSet {with_pods[0]} is then the only one with pods: the "
+                         f"Deployment controller sets it to {to_replicas}")
+            targets = {**targets, with_pods[0]: to_replicas}
+        elif _saturated_after(new_rs, targets, to_replicas, all_pods, deployment, now_ns,
+                              burst):
+            assert new_rs is not None
+            notes.append(f"the new ReplicaSet {name_of(new_rs)} is then complete (its "
+                         f"{to_replicas} remaining pods are available): the Deployment "
+                         "controller scales the old ReplicaSets to 0")
+            targets = {name: 0 if name != name_of(new_rs) else size
+                       for name, size in targets.items()}
+        else:
+            break
+    return targets
+
+
+def _two_step_group(pods: Sequence[PodFacts], all_pods: Sequence[PodFacts],
+                    first: int, one_step: Deletion, now_ns: int | None,
+                    burst: int) -> list[TieGroup]:
+    """A ReplicaSet the Deployment controller sets to `first`, then to its final target,
+    may sync once (final target, today's ranks) or twice (ranks recounted without the
+    first victims): the pods on which the two outcomes differ are uncertain."""
+    step = deletions_of_facts(pods, all_pods, first, now_ns, burst)
+    gone = {p.name for p in step.victims}
+    rest = deletions_of_facts([p for p in pods if p.name not in gone],
+                              [p for p in all_pods if p.name not in gone],
+                              len(one_step.order) - len(one_step.victims), now_ns, burst)
+    two_steps = gone | {p.name for p in rest.victims}
+    one = {p.name for p in one_step.victims}
+    # the first sync's own ties decide which pods the second one re-ranks
+    differ = (one ^ two_steps) | {p.name for g in step.tie_groups for p in g.members}
+    tied = {p.name for g in one_step.tie_groups for p in g.members}
+    members = [p for p in one_step.order if p.name in differ and p.name not in tied]
+    removed = sum(1 for p in members if p.name in one)
+    if not removed or removed == len(members):
+        return []
+    return [TieGroup(members=members, removed=removed)]
+
+
+def _saturated_after(new_rs: Mapping[str, Any] | None, targets: Mapping[str, int],
+                     to_replicas: int, all_pods: Sequence[PodFacts],
+                     deployment: Mapping[str, Any], now_ns: int | None, burst: int) -> bool:
+    """The new ReplicaSet saturated once at its target, while old ones still have pods."""
+    if new_rs is None or to_replicas == 0 or targets.get(name_of(new_rs)) != to_replicas:
+        return False
+    if not any(size > 0 for name, size in targets.items() if name != name_of(new_rs)):
+        return False
+    kept = deletions_of_facts(owned_pod_facts(all_pods, new_rs), all_pods, to_replicas,
+                              now_ns, burst)
+    survivors = kept.order[len(kept.victims):]
+    min_ready_ns = int(spec_of(deployment).get("minReadySeconds") or 0) * 1_000_000_000
+    return len(survivors) == to_replicas and all(
+        _available(pod, min_ready_ns, now_ns) for pod in survivors)
+
+
+def _available(pod: RankedPod, min_ready_ns: int, now_ns: int | None) -> bool:
+    """IsPodAvailable: ready, and for at least minReadySeconds."""
+    if not pod.ready:
+        return False
+    if min_ready_ns == 0:
+        return True
+    return (now_ns is not None and pod.ready_time_ns is not None
+            and now_ns - pod.ready_time_ns >= min_ready_ns)
+
+
+def _not_yet_tied(groups: list[TieGroup], tied: list[TieGroup],
+                  victims: list[RankedPod]) -> list[TieGroup]:
+    """`groups` without the pods already in a group of `tied` (one group per pod)."""
+    seen = {id(p) for g in tied for p in g.members}
+    victim_ids = {id(p) for p in victims}
+    kept = []
+    for group in groups:
+        members = [p for p in group.members if id(p) not in seen]
+        removed = sum(1 for p in members if id(p) in victim_ids)
+        if 0 < removed < len(members):
+            kept.append(TieGroup(members=members, removed=removed))
+    return kept
 
 
 def _tie_groups_over_sync_orders(deletions: Mapping[str, Deletion],

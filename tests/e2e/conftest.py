@@ -1,0 +1,89 @@
+"""Fixtures of the e2e tier: one control plane and one poolguard install per session.
+
+Started by `make e2e` (POOLGUARD_E2E=1, E2E_RUN_DIR). With E2E_KEEP=1 everything is left
+running at the end for debugging; `source $E2E_RUN_DIR/env` then gives kubectl.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.controlplane import DEFAULT_BIN, ControlPlane
+from tests.e2e.harness import Environment
+
+RESULTS = "results.json"
+
+
+def _run_dir() -> Path:
+    configured = os.environ.get("E2E_RUN_DIR")
+    if configured:
+        return Path(configured)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path.home() / ".cache" / "poolguard-e2e" / "runs" / f"{stamp}-{os.getpid()}"
+
+
+def _keep() -> bool:
+    return os.environ.get("E2E_KEEP", "") not in ("", "0")
+
+
+def _sigterm_as_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt("SIGTERM")  # pytest then runs the finalizers: processes stop
+
+
+@pytest.fixture(scope="session")
+def env() -> Iterator[Environment]:
+    """The control plane with fake Nodes and the fake kubelet, poolguard installed and
+    `serve` running (the reconciler starts on demand: `env.start_reconciler()`)."""
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    run_dir = _run_dir()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    plane = ControlPlane(run_dir, bin_dir=Path(os.environ.get("E2E_BIN", DEFAULT_BIN)),
+                         keep=_keep())
+    try:
+        plane.start()
+        environment = Environment(plane, keep=_keep())
+        environment.bootstrap()
+        environment.install_poolguard()
+        yield environment
+    finally:
+        if _keep():
+            print(f"\nE2E_KEEP: cluster left running; `source {run_dir}/env` for kubectl; "
+                  f"stop it with: make e2e-down E2E_RUN_DIR={run_dir}")
+        else:
+            plane.stop()
+
+
+# --- the summary line ----------------------------------------------------------------------
+
+_outcomes: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if "test_scenarios.py" not in report.nodeid:
+        return
+    # a failed setup/call/teardown sticks; a passed call replaces "not run"
+    if (report.when == "call" or report.outcome != "passed") and _outcomes.get(
+            report.nodeid) in (None, "not run", "passed"):
+        _outcomes[report.nodeid] = report.outcome
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "test_scenarios.py" in item.nodeid:
+            _outcomes.setdefault(item.nodeid, "not run")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    run_dir = _run_dir()
+    if not run_dir.exists():
+        return
+    passed = sum(1 for o in _outcomes.values() if o == "passed")
+    (run_dir / RESULTS).write_text(json.dumps(
+        {"scenarios": len(_outcomes), "passed": passed, "outcomes": _outcomes}, indent=2))

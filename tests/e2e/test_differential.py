@@ -1,0 +1,255 @@
+"""Differential fidelity: `plan`'s prediction against what the real controllers delete.
+
+For each seed, a random but realistic state is built in its own namespace: a Deployment
+(sometimes mid-rollout with two or three ReplicaSets, then paused), a bare ReplicaSet or
+a StatefulSet; pods placed on the fake Nodes of every pool (several per node) or left
+unscheduled, with the costs poolguard's binding webhook sets and some a person set,
+phases Running/Pending/Unknown/Failed, ready or not, ready for seconds to days,
+restarts, sidecars. The driver is these pods' scheduler (schedulerName e2e-driver, bound
+through pods/binding) and kubelet (it writes their status). Then `plan` predicts the
+victims of a scale-down, `kubectl scale` performs it, and the pods the controllers really
+deleted are compared:
+
+  pass = every deleted pod is a predicted victim or possible victim, and every victim
+         plan marked certain (not left to the controller's tie-break) was deleted.
+
+E2E_STATES (default 200), E2E_SEED (first seed, default 1), E2E_PARALLEL (default 8).
+A failing seed is printed; its state (plan --save-state), plan document and deletions
+are kept in RUN_DIR/differential/seed-N.*; rerun seeds with E2E_SEEDS=N,M,...
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from tests.e2e.fake_kubelet import STRATEGIC, pod_status
+from tests.e2e.harness import COST_ANNOTATION, NODES, Environment, node_names
+from tests.e2e.workloads import (
+    active_pods,
+    apply,
+    bind,
+    compare,
+    deployment,
+    owners_of,
+    pod_template,
+    replicaset,
+    statefulset,
+    wait_settled,
+)
+from tests.e2e.workloads import plan as plan_json
+
+SCHEDULER = "e2e-driver"
+PLACED = "e2e.poolguard.dev/placed"  # the driver has decided this pod's fate
+AGES = (3, 20, 90, 600, 3600, 5 * 3600, 86400, 3 * 86400)  # seconds ready
+POOL_WEIGHTS = {"inference": 4, "hybrid": 4, "training": 2}
+
+
+@dataclass
+class Outcome:
+    seed: int
+    description: str
+    problems: list[str]
+    error: str | None = None
+
+
+class State:
+    """One random state in namespace diff-SEED, driven to a settled cluster."""
+
+    def __init__(self, env: Environment, seed: int, out: Path) -> None:
+        self.env, self.seed, self.out = env, seed, out
+        self.rng = random.Random(seed)
+        self.ns = f"diff-{seed}"
+        self.kind = self.rng.choices(["Deployment", "ReplicaSet", "StatefulSet"],
+                                     [6, 2, 2])[0]
+        self.replicas = self.rng.randint(2, 10 if self.kind != "StatefulSet" else 7)
+        self.sidecar = self.rng.random() < 0.3
+        self.description = f"{self.kind} replicas={self.replicas}"
+
+    # -- building --
+
+    def template(self, revision: int) -> dict[str, Any]:
+        annotations = {"e2e.poolguard.dev/revision": str(revision)}
+        if self.rng.random() < 0.1:  # a cost in the template: every pod of that revision
+            annotations[COST_ANNOTATION] = str(self.rng.choice([-50, 0, 50, 2000]))
+        return pod_template("w", manual=True, scheduler=SCHEDULER, sidecar=self.sidecar,
+                            annotations=annotations)
+
+    def build(self) -> None:
+        self.env.new_namespace(self.ns, {"e2e.poolguard.dev/differential": "true"})
+        rng = self.rng
+        if self.kind == "ReplicaSet":
+            apply(self.env, self.ns, replicaset("w", self.replicas, self.template(1)))
+            self.drive(rounds=3)
+        elif self.kind == "StatefulSet":
+            policy = rng.choice(["OrderedReady", "Parallel"])
+            self.description += f" {policy}"
+            apply(self.env, self.ns, statefulset("w", self.replicas, self.template(1),
+                                                 policy=policy))
+            self.drive(rounds=self.replicas + 2 if policy == "OrderedReady" else 3)
+        else:
+            revisions = rng.choice([1, 1, 2, 2, 3])
+            surge = rng.choice([1, 2, "25%", "50%"])
+            unavailable = rng.choice([0, 1, "25%"])
+            self.description += f" revisions={revisions} surge={surge} unavail={unavailable}"
+            for revision in range(1, revisions + 1):
+                apply(self.env, self.ns, deployment("w", self.replicas, self.template(revision),
+                                                    max_surge=surge,
+                                                    max_unavailable=unavailable))
+                self.drive(rounds=rng.randint(1, 3))
+            if revisions > 1:  # hold the rollout where it is: only the scale acts
+                self.env.kubectl("-n", self.ns, "rollout", "pause", "deployment/w", check=True)
+                self.drive(rounds=1)
+        self.settle()
+
+    def settle(self, quiet: bool = True) -> None:
+        """Until the controllers caught up; with `quiet`, and then nothing moved for a
+        while (before plan reads the state, and before the deletions are counted)."""
+        wait_settled(self.env, self.ns, timeout=120,
+                     quiet=(2.0 if self.kind == "StatefulSet" else 1.0) if quiet else 0.0)
+
+    def drive(self, rounds: int) -> None:
+        """Settle, then give every new pod its fate; `rounds` times."""
+        for _ in range(rounds):
+            self.settle(quiet=False)  # pods created later get their fate next round
+            fresh = [p for p in self.env.pods(self.ns)
+                     if PLACED not in (p["metadata"].get("annotations") or {})
+                     and not p["metadata"].get("deletionTimestamp")]
+            if not fresh:
+                return
+            for pod in fresh:
+                self.place(pod)
+
+    def place(self, pod: dict[str, Any]) -> None:
+        rng, core = self.rng, self.env.core
+        name = pod["metadata"]["name"]
+        marks = {PLACED: "true"}
+        if rng.random() < 0.15 and self.kind != "StatefulSet":  # a person's cost
+            marks[COST_ANNOTATION] = str(rng.choice([-1000, -100, -1, 0, 7, 1000, 5000]))
+        try:
+            core.patch_namespaced_pod(name, self.ns, {"metadata": {"annotations": marks}})
+        except ApiException as err:
+            if err.status == 404:
+                return  # deleted meanwhile (a controller changed its mind)
+            raise
+        if rng.random() < 0.08:
+            return  # left unscheduled (no node fits, say)
+        pool = rng.choices(list(POOL_WEIGHTS), list(POOL_WEIGHTS.values()))[0]
+        node = rng.choices(node_names(pool), [3, 2, 1][:NODES[pool]])[0]
+        bind(self.env, self.ns, name, node)
+        bound = self.env.api_get(f"/api/v1/namespaces/{self.ns}/pods/{name}")
+        phase = rng.choices(["Running", "Pending", "Unknown", "Failed"], [85, 8, 4, 3])[0]
+        now = dt.datetime.now(dt.UTC)
+        ready_for = rng.choice(AGES) * rng.uniform(0.8, 1.2)
+        status = pod_status(
+            bound, phase=phase, ready=phase == "Running" and rng.random() < 0.8,
+            ready_since=now - dt.timedelta(seconds=ready_for),
+            started=now - dt.timedelta(seconds=ready_for + 5),
+            restarts=rng.choice([0, 0, 0, 1, 2, 7]),
+            sidecar_restarts=rng.choice([0, 0, 1, 3]))
+        core.patch_namespaced_pod_status(name, self.ns, {"status": status},
+                                         _content_type=STRATEGIC)
+
+    # -- the experiment --
+
+    def run(self) -> Outcome:
+        started = time.monotonic()
+        self.build()
+        built = time.monotonic()
+        workload = {"Deployment": "deployment", "ReplicaSet": "replicaset",
+                    "StatefulSet": "statefulset"}[self.kind]
+        current = self.env.api_get(
+            f"/apis/apps/v1/namespaces/{self.ns}/{workload}s/w")["spec"]["replicas"]
+        target = self.rng.randint(0, current - 1)
+        self.description += f" -> {target}"
+        saved = self.out / f"seed-{self.seed}.state.yaml"
+        document = plan_json(self.env, f"{workload}/{self.ns}/w", target,
+                             "--save-state", str(saved))
+        planned = time.monotonic()
+        before = active_pods(self.env, self.ns)
+        scaled = self.env.kubectl("-n", self.ns, "scale", f"{workload}/w",
+                                  f"--replicas={target}")
+        assert scaled.code == 0, str(scaled)
+        self.settle()
+        self.description += (f" [build {planned - started - (planned - built):.0f}s, plan "
+                             f"{planned - built:.1f}s, scale {time.monotonic() - planned:.0f}s]")
+        deleted = set(before) - set(active_pods(self.env, self.ns))
+        verdict = compare(document, deleted, owners_of(before))
+        if verdict.ok:
+            saved.unlink(missing_ok=True)
+        else:
+            (self.out / f"seed-{self.seed}.json").write_text(json.dumps({
+                "seed": self.seed, "description": self.description, "plan": document,
+                "deleted": sorted(deleted), "problems": verdict.problems}, indent=2))
+        return Outcome(self.seed, self.description, verdict.problems)
+
+
+def run_state(env: Environment, seed: int, out: Path) -> Outcome:
+    state = State(env, seed, out)
+    try:
+        return state.run()
+    except Exception as err:
+        (out / f"seed-{seed}.error.txt").write_text(traceback.format_exc())
+        return Outcome(seed, state.description, [], error=f"{type(err).__name__}: {err}")
+    finally:
+        env.delete_namespace(state.ns)
+
+
+def run_all(env: Environment, seeds: list[int], workers: int,
+            report: Callable[[Outcome], None]) -> list[Outcome]:
+    out = env.run_dir / "differential"
+    out.mkdir(exist_ok=True)
+    outcomes = []
+    with ThreadPoolExecutor(workers) as pool:
+        futures = [pool.submit(run_state, env, seed, out) for seed in seeds]
+        for future in as_completed(futures):
+            outcome = future.result()
+            outcomes.append(outcome)
+            report(outcome)
+    return outcomes
+
+
+def test_differential_plan_matches_the_real_controllers(env: Environment) -> None:
+    states = int(os.environ.get("E2E_STATES", "200"))
+    first = int(os.environ.get("E2E_SEED", "1"))
+    seeds = [int(s) for s in os.environ.get("E2E_SEEDS", "").split(",") if s.strip()]
+    seeds = seeds or list(range(first, first + states))
+    workers = int(os.environ.get("E2E_PARALLEL", "8"))
+    env.start_reconciler()  # as installed: the binding webhook and the reconciler
+    env.set_policy(enforcement="warn")  # judge the prediction, not the verdict
+    log = open(env.run_dir / "differential.log", "a", encoding="utf-8")  # noqa: SIM115
+    started = time.monotonic()
+
+    def report(outcome: Outcome) -> None:
+        status = "ERROR" if outcome.error else ("ok" if not outcome.problems else "MISMATCH")
+        log.write(f"seed {outcome.seed}: {status} {outcome.description} "
+                  f"{outcome.error or '; '.join(outcome.problems)}\n")
+        log.flush()
+
+    try:
+        outcomes = run_all(env, seeds, workers, report)
+    finally:
+        log.close()
+    mismatches = [o for o in outcomes if o.problems]
+    errors = [o for o in outcomes if o.error]
+    (env.run_dir / "differential.json").write_text(json.dumps({
+        "states": len(outcomes) - len(errors), "mismatches": len(mismatches),
+        "errors": len(errors), "failed": bool(errors), "seconds": time.monotonic() - started,
+        "mismatchSeeds": [o.seed for o in mismatches], "errorSeeds": [o.seed for o in errors],
+    }, indent=2))
+    lines = [f"seed {o.seed} ({o.description}): {'; '.join(o.problems)} "
+             f"(state: differential/seed-{o.seed}.state.yaml)" for o in mismatches]
+    lines += [f"seed {o.seed} ({o.description}) did not run: {o.error} "
+              f"(differential/seed-{o.seed}.error.txt)" for o in errors]
+    assert not lines, "\n".join(lines)
