@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.kubeapi import FakeKubeAPI, items_of
+from tests.support.serving import stop_group
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = REPO / "charts" / "poolguard" / "files"
@@ -89,12 +89,7 @@ def started(command: list[str], log: Path, env: dict[str, str] | None = None,
     try:
         yield process
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_group(process)
 
 
 def scrape_webhook(base: str, ca: Path, times: int = 6) -> str:

@@ -23,6 +23,18 @@ from certs.pki import generate_ca, generate_serving_cert
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def stop_group(process: subprocess.Popen, timeout: float = 20) -> None:
+    """SIGTERM the process group `process` leads; SIGKILL it if it outlives `timeout`."""
+    if process.poll() is not None:  # a test may have stopped it already
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -76,12 +88,7 @@ def running_server(directory: Path, *args: str, workers: int | None = None,
                 time.sleep(0.1)
         yield url, tls["ca"], process
     finally:
-        if process.poll() is None:  # a test may have stopped it already
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+        stop_group(process, timeout=15)
         log.close()
 
 
@@ -142,12 +149,7 @@ def served_like_make_run(directory: Path) -> Iterator[Server]:
             time.sleep(0.1)
         yield server
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_group(process)
 
 
 def request(server: Server, method: str, path: str, body: bytes | None = None,
