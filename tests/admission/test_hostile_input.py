@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from tests.support import factories as f
 from tests.support import reviews
+from tests.support.reviews import field_paths, replaced
 from tests.support.serving import running_server
 from webhook.admission.app import create_app
 from webhook.admission.runtime import PolicyHolder, Runtime
@@ -83,34 +84,12 @@ hostile_strings = st.sampled_from([
 ])
 
 
-def _paths(value: Any, prefix: tuple = ()) -> list[tuple]:
-    found = [prefix]
-    if isinstance(value, dict):
-        for key, item in value.items():
-            found += _paths(item, (*prefix, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found += _paths(item, (*prefix, index))
-    return found
-
-
-def _replace(document: Any, path: tuple, new: Any) -> Any:
-    if not path:
-        return new
-    document = copy.deepcopy(document)
-    target = document
-    for step in path[:-1]:
-        target = target[step]
-    target[path[-1]] = new
-    return document
-
-
 @st.composite
 def mutated_reviews(draw) -> Any:
     base = draw(st.sampled_from(good_reviews()))
     for _ in range(draw(st.integers(1, 3))):
-        path = draw(st.sampled_from(_paths(base)))
-        base = _replace(base, path, draw(json_values | hostile_strings))
+        path = draw(st.sampled_from(list(field_paths(base))))
+        base = replaced(base, path, draw(json_values | hostile_strings))
     return base
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 ADMIN = {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]}
@@ -105,3 +107,26 @@ def _workload_review(operation: str, obj: dict[str, Any], old: dict[str, Any] | 
         "dryRun": False, "options": {"kind": f"{operation.title()}Options",
                                      "apiVersion": "meta.k8s.io/v1"},
     })
+
+
+def field_paths(value: Any, prefix: tuple = ()) -> Iterator[tuple]:
+    """Every path into a JSON document, the root `()` first, then depth-first."""
+    yield prefix
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from field_paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from field_paths(item, (*prefix, index))
+
+
+def replaced(document: Any, path: tuple, new: Any) -> Any:
+    """A copy of `document` with the value at `path` replaced by `new`."""
+    if not path:
+        return new
+    document = copy.deepcopy(document)
+    target = document
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = new
+    return document
