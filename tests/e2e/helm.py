@@ -141,12 +141,16 @@ def run_helm(env: Environment, *args: str, namespace: str, timeout: float = 180)
                 job_run = run_pod_to_completion(env, namespace, job["spec"]["template"]["spec"],
                                                 meta["name"])
                 run.jobs.append(job_run)
-                env.api.call_api(*env.api.param_serialize(
+                response = env.api.call_api(*env.api.param_serialize(
                     "PATCH", f"/apis/batch/v1/namespaces/{namespace}/jobs/{meta['name']}/status",
                     body={"status": _job_status(job_run)},
                     header_params={"Content-Type": "application/merge-patch+json",
                                    "Accept": "application/json"},
-                    auth_settings=["BearerToken"])).read()
+                    auth_settings=["BearerToken"]))
+                response.read()
+                if response.status >= 300:  # helm would wait for this Job until its timeout
+                    job_run.output += f"\n(writing the Job status failed: {response.data!r})"
+                    process.kill()
             time.sleep(0.2)
     finally:
         if process.poll() is None:
