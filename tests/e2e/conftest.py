@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.controlplane import DEFAULT_BIN, ControlPlane
-from tests.e2e.harness import SERVICE_CIDR, Environment
+from tests.e2e.harness import Environment, service_cidr
 
 RESULTS = "results.json"
 
@@ -45,7 +45,7 @@ def env() -> Iterator[Environment]:
     run_dir = _run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
     plane = ControlPlane(run_dir, bin_dir=Path(os.environ.get("E2E_BIN", DEFAULT_BIN)),
-                         keep=_keep(), service_cidr=SERVICE_CIDR)
+                         keep=_keep(), service_cidr=service_cidr())
     try:
         plane.start()
         environment = Environment(plane, keep=_keep())

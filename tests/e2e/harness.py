@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import random
 import ssl
 import subprocess
 import sys
@@ -35,9 +36,17 @@ POOL_LABEL = "node.usage"
 NODES = {"inference": 3, "hybrid": 3, "training": 2}
 COSTS = {"inference": 1000, "hybrid": -100, "training": 0}  # the shipped policy
 COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
-# The Services' ClusterIPs: on loopback, so the API server reaches a webhook Service's
-# ClusterIP on this machine (tests/e2e/helm.py); the rest of the tier never uses them.
-SERVICE_CIDR = "127.0.100.0/24"
+
+
+def service_cidr() -> str:
+    """The Services' ClusterIP range: on loopback, so the API server reaches a webhook
+    Service's ClusterIP on this machine (tests/e2e/helm.py); the rest of the tier never uses
+    them. A random /24 of 127.0.0.0/8 (E2E_SERVICE_CIDR to choose one), so two runs on one
+    machine hardly ever hand out the same ClusterIP:port."""
+    return os.environ.get("E2E_SERVICE_CIDR") or (
+        f"127.{random.randint(100, 254)}.{random.randint(0, 255)}.0/24")
+
+
 FAKE_KUBELET_RBAC = """\
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
