@@ -39,10 +39,12 @@ from gevent import monkey
 from gevent.lock import BoundedSemaphore
 from gevent.pool import Pool
 from gevent.server import StreamServer
-from gunicorn import http, util
+from gunicorn import util
 from gunicorn.http import errors as http_errors
 from gunicorn.http import wsgi
-from gunicorn.http.body import Body, ChunkedReader, LengthReader
+from gunicorn.http.body import ChunkedReader, LengthReader
+from gunicorn.http.message import Request
+from gunicorn.http.parser import RequestParser
 from gunicorn.workers.ggevent import GeventWorker
 
 from .app import CLIENT_CERT_KEY
@@ -71,6 +73,64 @@ class Deadline(Exception):
     def __init__(self, phase: str) -> None:
         super().__init__(phase)
         self.phase = phase
+
+
+class PlainConfig:
+    """gunicorn's settings as plain attributes, for the per-request code.
+
+    gunicorn's `Config` resolves every attribute through `__getattr__` and `Setting.get`;
+    its parser, environ and response read about 17 of them per request. The worker's
+    settings do not change after it starts, so they are read once here (properties and
+    methods of `Config` on first use).
+    """
+
+    def __init__(self, cfg: Any) -> None:
+        self.__dict__["_cfg"] = cfg
+        for name in cfg.settings:
+            self.__dict__[name] = getattr(cfg, name)  # Config's properties win, as there
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.__dict__["_cfg"], name)
+        self.__dict__[name] = value
+        return value
+
+
+class AdmissionRequest(Request):
+    """gunicorn's request, trusting no forwarding headers from any peer.
+
+    The API server calls the webhook directly, never through a proxy, so neither
+    `X-Forwarded-*` headers nor the peer-address check behind them (an IP parse per
+    request) have a use here.
+    """
+
+    def _peer_trusted_for_forwarded(self) -> tuple[dict, list]:
+        return {}, []
+
+
+class AdmissionParser(RequestParser):
+    """gunicorn's HTTP/1.1 request parser (its C parser when installed), for our requests."""
+
+    mesg_class = AdmissionRequest
+
+
+class Deadlines:
+    """One connection's timers for the phases a client controls, reused for each request.
+
+    A `gevent.Timeout` used in a `with` block cannot be started again; three new ones per
+    request (idle wait, headers, body) cost more than the request's own parsing. So each
+    is started before its phase and cancelled after it (`try`/`finally`, not a context
+    manager: this runs for every request).
+    """
+
+    def __init__(self) -> None:
+        self.head = gevent.Timeout(HEAD_SECONDS, Deadline("request headers"))
+        self.body = gevent.Timeout(BODY_SECONDS, Deadline("request body"))
+        self.first = gevent.Timeout(HEAD_SECONDS, Deadline("idle"))
+        self.idle = gevent.Timeout(IDLE_SECONDS, Deadline("idle"))
+
+    def close(self) -> None:
+        for timer in (self.head, self.body, self.first, self.idle):
+            timer.close()
 
 
 class QuietResponse(wsgi.Response):
@@ -167,6 +227,7 @@ class DeadlineWorker(GeventWorker):
         self.large_bodies: BoundedSemaphore | None = None
         self.tls: Any = None
         self.idle: set[gevent.Greenlet] = set()  # connections waiting for a request
+        self.plain_cfg: Any = None
 
     def patch(self) -> None:
         super().patch()
@@ -177,6 +238,7 @@ class DeadlineWorker(GeventWorker):
         if self.tls is not None:
             self.tls.rebuild()
         self.large_bodies = BoundedSemaphore(LARGE_BODY_SLOTS)
+        self.plain_cfg = PlainConfig(self.cfg)
 
     def run(self) -> None:
         servers = []
@@ -240,29 +302,36 @@ class DeadlineWorker(GeventWorker):
         return conn
 
     def _serve(self, listener: Any, conn: Any, addr: Any, peer: dict | None) -> None:
-        parser = http.get_parser(self.cfg, conn, addr)
+        parser = AdmissionParser(self.plain_cfg, conn, addr)
         listener_name = listener.getsockname()
-        idle_limit = HEAD_SECONDS  # a new connection must start its request promptly
-        while self.alive:
-            if not self._wait_for_request(conn, parser, idle_limit):
-                return
-            idle_limit = IDLE_SECONDS
-            try:
-                with gevent.Timeout(HEAD_SECONDS, Deadline("request headers")):
+        deadlines = Deadlines()
+        idle_limit = deadlines.first  # a new connection must start its request promptly
+        try:
+            while self.alive:
+                if not self._wait_for_request(conn, parser, idle_limit):
+                    return
+                idle_limit = deadlines.idle
+                deadlines.head.start()
+                try:
                     req = next(parser)
-            except HEAD_ERRORS as err:
-                self._head_error(conn, err)
-                return
-            if not self._read_body(conn, req):
-                return
-            if not self._respond(listener_name, req, conn, addr, peer):
-                return
-            # Let the other connections' ready requests go first: a client that always
-            # has its next request waiting must not keep this greenlet to itself.
-            gevent.sleep(0)
+                except HEAD_ERRORS as err:
+                    self._head_error(conn, err)
+                    return
+                finally:
+                    deadlines.head.cancel()
+                if not self._read_body(conn, req, deadlines.body):
+                    return
+                if not self._respond(listener_name, req, conn, addr, peer):
+                    return
+                # Let the other connections' ready requests go first: a client that
+                # always has its next request waiting must not keep this greenlet to
+                # itself.
+                gevent.sleep(0)
+        finally:
+            deadlines.close()
 
-    def _wait_for_request(self, conn: Any, parser: Any, limit: float) -> bool:
-        """Wait up to `limit` seconds for the next request to start; False if none does.
+    def _wait_for_request(self, conn: Any, parser: Any, limit: gevent.Timeout) -> bool:
+        """Wait until `limit` expires for the next request to start; False if none does.
 
         The first bytes are read here and handed back to the parser, so the header
         deadline starts with them (an idle kept-alive connection is not a slow one).
@@ -275,12 +344,13 @@ class DeadlineWorker(GeventWorker):
             return False
         current = gevent.getcurrent()
         self.idle.add(current)
+        limit.start()
         try:
-            with gevent.Timeout(limit, Deadline("idle")):
-                data = conn.recv(8192)
+            data = conn.recv(8192)
         except Deadline:
             return False
         finally:
+            limit.cancel()
             self.idle.discard(current)
         if not data:
             return False
@@ -301,7 +371,7 @@ class DeadlineWorker(GeventWorker):
 
     # --- the body -----------------------------------------------------------------------
 
-    def _read_body(self, conn: Any, req: Any) -> bool:
+    def _read_body(self, conn: Any, req: Any, deadline: gevent.Timeout) -> bool:
         """Read the whole body under its deadline into memory; False closes the connection."""
         reader = req.body.reader if req.body is not None else None
         if isinstance(reader, LengthReader):
@@ -309,7 +379,7 @@ class DeadlineWorker(GeventWorker):
         elif isinstance(reader, ChunkedReader):
             length = None
         else:  # no Content-Length and not chunked: HTTP/1.1 says the body is empty
-            req.body = Body(io.BytesIO(b""))
+            req.body = io.BytesIO(b"")
             return True
         if length is not None and length > MAX_BODY_BYTES:
             self._too_large(conn, req, min(length, DRAIN_LIMIT))
@@ -322,9 +392,9 @@ class DeadlineWorker(GeventWorker):
             self._send(conn, _json_response(503, "Service Unavailable",
                                             "too many large requests at once; retry"))
             return False
+        deadline.start()
         try:
-            with gevent.Timeout(BODY_SECONDS, Deadline("request body")):
-                data = req.body.read(MAX_BODY_BYTES + 1)
+            data = req.body.read(MAX_BODY_BYTES + 1)
         except Deadline:
             self._send(conn, _json_response(408, "Request Timeout",
                                             f"request body not received within "
@@ -342,6 +412,8 @@ class DeadlineWorker(GeventWorker):
         except BaseException:
             self._release(large)
             raise
+        finally:
+            deadline.cancel()
         if len(data) > MAX_BODY_BYTES:
             self._release(large)
             self._too_large(conn, req, DRAIN_LIMIT)
@@ -349,7 +421,8 @@ class DeadlineWorker(GeventWorker):
         if length is not None and len(data) < length:
             self._release(large)  # the client closed before sending all it announced
             return False
-        req.body = Body(io.BytesIO(data))
+        # The app reads the body from memory: a plain BytesIO is a complete wsgi.input.
+        req.body = io.BytesIO(data)
         req.poolguard_large = large
         return True
 
@@ -375,11 +448,12 @@ class DeadlineWorker(GeventWorker):
     def _respond(self, listener_name: Any, req: Any, conn: Any, addr: Any,
                  peer: dict | None) -> bool:
         """Run the app for `req`; False when the connection must close afterwards."""
-        started = datetime.now()
+        logged = self.log.access_log_enabled
+        started = datetime.now() if logged else None
         environ: dict[str, Any] = {}
         resp = None
         try:
-            resp, environ = wsgi.create(req, conn, addr, listener_name, self.cfg,
+            resp, environ = wsgi.create(req, conn, addr, listener_name, self.plain_cfg,
                                         response_class=QuietResponse)
             environ["wsgi.multithread"] = True
             if peer:
@@ -396,7 +470,8 @@ class DeadlineWorker(GeventWorker):
                     resp.write(item)
                 resp.close()
             finally:
-                self.log.access(resp, req, environ, datetime.now() - started)
+                if logged:
+                    self.log.access(resp, req, environ, datetime.now() - started)
                 if hasattr(respiter, "close"):
                     respiter.close()
             return not resp.should_close()
