@@ -27,6 +27,7 @@ import contextlib
 import errno
 import io
 import json
+import os
 import ssl
 import sys
 import time
@@ -112,6 +113,12 @@ class AdmissionParser(RequestParser):
 
     mesg_class = AdmissionRequest
 
+    def finish_body(self, deadline: float | None = None, max_bytes: int | None = None) -> bool:
+        """Nothing is left to drain: the worker reads every body whole before the app runs
+        (or closes the connection), so gunicorn's drain and its two socket-timeout calls
+        per request are skipped."""
+        return True
+
 
 class Deadlines:
     """One connection's timers for the phases a client controls, reused for each request.
@@ -165,12 +172,12 @@ class QuietResponse(wsgi.Response):
     def _flush_head(self) -> None:
         head, self._head = self._head, b""
         if head:
-            self.sock.sendall(head)
+            send_all(self.sock, head)
 
     def _emit_body(self, data: bytes) -> None:
         if self._head and not self.chunked:
             head, self._head = self._head, b""
-            self.sock.sendall(head + data)
+            send_all(self.sock, head + data)
             return
         self._flush_head()
         super()._emit_body(data)
@@ -179,6 +186,14 @@ class QuietResponse(wsgi.Response):
         self.send_headers()
         self._flush_head()
         super().close()
+
+
+def send_all(sock: Any, data: bytes) -> None:
+    """`sock.sendall(data)` without gevent's per-call getsockopt (it sizes chunks for large
+    payloads; a TLS write takes an answer of a few KiB whole)."""
+    view = memoryview(data)
+    while view:
+        view = view[sock.send(view):]
 
 
 _date = [0, ""]
@@ -228,6 +243,8 @@ class DeadlineWorker(GeventWorker):
         self.tls: Any = None
         self.idle: set[gevent.Greenlet] = set()  # connections waiting for a request
         self.plain_cfg: Any = None
+        self.environ_base: dict[str, Any] = {}
+        self.script_name = ""
 
     def patch(self) -> None:
         super().patch()
@@ -239,6 +256,9 @@ class DeadlineWorker(GeventWorker):
             self.tls.rebuild()
         self.large_bodies = BoundedSemaphore(LARGE_BODY_SLOTS)
         self.plain_cfg = PlainConfig(self.cfg)
+        # What every request's environ starts from (gunicorn's own base environ).
+        self.environ_base = {**wsgi.base_environ(self.plain_cfg), "wsgi.multithread": True}
+        self.script_name = os.environ.get("SCRIPT_NAME", "")
 
     def run(self) -> None:
         servers = []
@@ -445,6 +465,47 @@ class DeadlineWorker(GeventWorker):
 
     # --- the response -------------------------------------------------------------------
 
+    def _environ(self, req: Any, conn: Any, addr: Any, listener_name: Any) -> dict[str, Any]:
+        """The WSGI environ of `req`, as gunicorn's `wsgi.create` builds it for this worker's
+        one case: HTTP/1.1 on a TCP listener, no proxy protocol, 100-continue already sent
+        by `_read_body`. It starts from a per-worker copy of the constant part instead of
+        building that (a logger lookup under a lock among it) for every request.
+        """
+        environ = self.environ_base.copy()
+        environ["wsgi.input"] = req.body
+        environ["gunicorn.socket"] = conn
+        environ["REQUEST_METHOD"] = req.method
+        environ["QUERY_STRING"] = req.query
+        environ["RAW_URI"] = req.uri
+        environ["SERVER_PROTOCOL"] = f"HTTP/{req.version[0]}.{req.version[1]}"
+        environ["wsgi.url_scheme"] = req.scheme
+        environ["REMOTE_ADDR"], environ["REMOTE_PORT"] = addr[0], str(addr[1])
+        environ["SERVER_NAME"] = listener_name[0]
+        environ["SERVER_PORT"] = str(listener_name[1])
+        repeated: dict[str, list[str]] = {}
+        for name, value in req.headers:  # upper-case names, checked by gunicorn's parser
+            if name == "CONTENT-TYPE":
+                environ["CONTENT_TYPE"] = value
+            elif name == "CONTENT-LENGTH":
+                environ["CONTENT_LENGTH"] = value
+            else:
+                key = "HTTP_" + name.replace("-", "_")
+                if key in environ:  # a repeated field: joined once, as gunicorn does
+                    repeated.setdefault(key, [environ[key]]).append(value)
+                else:
+                    environ[key] = value
+        for key, values in repeated.items():
+            environ[key] = ",".join(values)
+        path = req.path
+        if self.script_name:
+            if not path.startswith(self.script_name):
+                raise ValueError(f"request path {path!r} does not start with SCRIPT_NAME "
+                                 f"{self.script_name!r}")
+            path = path[len(self.script_name):]
+        environ["PATH_INFO"] = util.unquote_to_wsgi_str(path)
+        environ["SCRIPT_NAME"] = self.script_name
+        return environ
+
     def _respond(self, listener_name: Any, req: Any, conn: Any, addr: Any,
                  peer: dict | None) -> bool:
         """Run the app for `req`; False when the connection must close afterwards."""
@@ -453,9 +514,8 @@ class DeadlineWorker(GeventWorker):
         environ: dict[str, Any] = {}
         resp = None
         try:
-            resp, environ = wsgi.create(req, conn, addr, listener_name, self.plain_cfg,
-                                        response_class=QuietResponse)
-            environ["wsgi.multithread"] = True
+            resp = QuietResponse(req, conn, self.plain_cfg)
+            environ = self._environ(req, conn, addr, listener_name)
             if peer:
                 environ[CLIENT_CERT_KEY] = peer
             self.nr += 1
