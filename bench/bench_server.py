@@ -318,9 +318,10 @@ def capacity(directory: Path) -> None:
                            f"{ours.p99:.1f} ms, Go {go.p99:.1f} ms")
     value = f"{carried:.0f} reviews/s" + (f" (missed at {missed:.0f})" if missed else
                                           " (the highest rate tried)")
+    print("  beside it: " + "; ".join(context))
     record("one replica (serve defaults), pod reviews/s at p99 <= 10 ms", value,
-           "paced, 8 keep-alive clients with spread ticks, 6 s steps; " + "; ".join(context)
-           + "; large clusters create a few hundred pods/s (informative)")
+           "paced, 8 keep-alive clients, spread ticks, 6 s steps; large clusters create "
+           "a few hundred pods/s (informative)")
 
 
 SCALE_PODS = 10_000
