@@ -155,7 +155,6 @@ def with_fast_admission(app: Flask) -> Callable[[dict[str, Any], Callable], Any]
                                               ("Content-Length", str(len(body)))])
         return [body]
 
-    dispatch.flask_app = app  # type: ignore[attr-defined]  # for tests and introspection
     return dispatch
 
 
