@@ -35,7 +35,7 @@ from results import record  # noqa: E402
 
 from tests.support import factories as f  # noqa: E402
 from tests.support import reviews  # noqa: E402
-from tests.support.serving import running_server  # noqa: E402
+from tests.support.serving import running_server, stop_group  # noqa: E402
 
 DURATION = "4s"
 ROUNDS = 3  # alternate the two servers so background load hits both alike
@@ -87,9 +87,8 @@ def start_allow_all(stack: ExitStack, directory: Path, worker_class: str,
         [sys.executable, str(ROOT / "bench" / "allow_all_server.py"), "--cert", str(tls["cert"]),
          "--key", str(tls["key"]), "--host", "127.0.0.1", "--port", str(port),
          "--worker-class", worker_class, "--workers", str(workers)],
-        stdout=log, stderr=subprocess.STDOUT)
-    stack.callback(process.wait, 15)
-    stack.callback(process.terminate)
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    stack.callback(stop_group, process, 15)
     for _ in range(200):
         try:
             requests.get(f"https://127.0.0.1:{port}/healthz", verify=str(tls["ca"]),
@@ -177,10 +176,12 @@ def start_reference(stack: ExitStack, directory: Path) -> tuple[str, int]:
     (directory / "cert.pem").write_bytes(tls["cert"].read_bytes())
     (directory / "key.pem").write_bytes(tls["key"].read_bytes())
     log = stack.enter_context((directory / "reference.log").open("w"))
+    # In a session of its own, as `serve` runs (running_server): the kernel shares the
+    # CPU between sessions (autogroups) first, so every server must be in the same
+    # position against `hey` and the machine's other jobs.
     process = subprocess.Popen([str(build_reference())], cwd=directory, stdout=log,
-                               stderr=subprocess.STDOUT)
-    stack.callback(process.wait, 15)
-    stack.callback(process.terminate)
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    stack.callback(stop_group, process, 15)
     url = f"https://127.0.0.1:{REFERENCE_PORT}"
     wait_healthy(url, tls["ca"], process, "/mutate")
     return url + "/mutate", process.pid
@@ -250,22 +251,77 @@ def worker_models(directory: Path) -> None:
                   f"failed {ours.non_200 + ours.failed_transport}")
 
 
+CAPACITY_RATES = (100, 200, 300, 400, 500, 600, 800, 1000, 1200, 1500, 1800, 2200, 2600, 3000)
+CAPACITY_SECONDS = 6.0
+CAPACITY_P99_MS = 10.0
+
+
+def paced(url: str, body: Path, rate: float, name: str = "poolguard",
+          together: bool = False) -> tuple[heyrun.LoadResult, bool]:
+    """One paced step of `rate` requests/s from 8 keep-alive clients, their ticks spread
+    evenly (or, `together`, all at once as hey paces them); (result, p99 <= 10 ms)."""
+    url = url.replace("https://localhost:", "https://127.0.0.1:")
+    if together:
+        result = heyrun.run(url, body, 8, CAPACITY_SECONDS, rate / 8)
+    else:
+        result = heyrun.staggered(url, body, 8, CAPACITY_SECONDS, rate)
+    ok = result.p99 <= CAPACITY_P99_MS and result.rps >= 0.95 * rate and not (
+        result.non_200 or result.failed_transport)
+    print(f"  {name:<13} paced {rate:5.0f} req/s{' (ticks together)' if together else ''}: "
+          f"achieved {result.rps:6.0f}  p50 {result.p50:5.2f} ms  p99 {result.p99:6.2f} ms"
+          f"  {'ok' if ok else 'over'}  (load average {os.getloadavg()[0]:.1f})")
+    return result, ok
+
+
+def step_ok(url: str, body: Path, rate: float) -> bool:
+    """A step that misses is run once more: a burst of the machine's other load (2 shared
+    cores) must not end the search. Both runs are printed."""
+    return paced(url, body, rate)[1] or paced(url, body, rate)[1]
+
+
 def capacity(directory: Path) -> None:
-    """The highest paced rate one replica serves with p99 <= 10 ms (8 clients)."""
+    """The highest paced rate one replica serves with p99 <= 10 ms (8 keep-alive clients
+    with evenly spread ticks, `serve` defaults): rising steps, then halving the gap between
+    the last kept and the first missed rate twice. The Go reference is paced at the rate
+    found and at the rate missed too, and both servers once more with hey's own pacing
+    (8 requests at each tick): on a busy machine waiting for a core alone can take a p99
+    past 10 ms, and synchronized bursts queue behind each other in one process."""
     body = pod_body(directory)
-    carried = 0
-    with running_server(directory / "capacity", "--state", str(STATE), workers=1) as (url, _, _):
-        hey(url + "/mutate-pods", body, "-n", "400")
-        for rate in (250, 500, 750, 1000, 1250, 1500, 2000):
-            result = hey(url + "/mutate-pods", body, "-q", str(rate / 8))
-            ok = result.p99 <= 10 and result.rps >= 0.95 * rate and not (
-                result.non_200 or result.failed_transport)
-            print(f"  paced {rate:5d} req/s: achieved {result.rps:6.0f}  p50 {result.p50:5.2f} ms"
-                  f"  p99 {result.p99:6.2f} ms  {'ok' if ok else 'over'}")
-            if not ok:
+    carried, missed = 0.0, None
+    with ExitStack() as stack:
+        reference, _ = start_reference(stack, directory / "reference")
+        url, _, _ = stack.enter_context(running_server(directory / "capacity", "--state",
+                                                       str(STATE), workers=1))
+        url += "/mutate-pods"
+        hey(url, body, "-n", "400")
+        for rate in CAPACITY_RATES:
+            if not step_ok(url, body, rate):
+                missed = rate
                 break
             carried = rate
-    print(f"  one replica carries {carried} pod reviews/s at p99 <= 10 ms")
+        for _ in range(2 if missed and carried else 0):
+            middle = round((carried + missed) / 2 / 10) * 10
+            if middle in (carried, missed):
+                break
+            if step_ok(url, body, middle):
+                carried = middle
+            else:
+                missed = middle
+        context = []
+        for rate in (r for r in (carried, missed) if r):
+            go = paced(reference, body, rate, "Go reference")[0]
+            context.append(f"Go reference at {rate:.0f}: p99 {go.p99:.1f} ms")
+        if carried:
+            ours = paced(url, body, carried, together=True)[0]
+            go = paced(reference, body, carried, "Go reference", together=True)[0]
+            context.append(f"hey's own pacing (8 at a tick) at {carried:.0f}: poolguard p99 "
+                           f"{ours.p99:.1f} ms, Go {go.p99:.1f} ms")
+    value = f"{carried:.0f} reviews/s" + (f" (missed at {missed:.0f})" if missed else
+                                          " (the highest rate tried)")
+    print("  beside it: " + "; ".join(context))
+    record("one replica (serve defaults), pod reviews/s at p99 <= 10 ms", value,
+           "paced, 8 keep-alive clients, spread ticks, 6 s steps; large clusters create "
+           "a few hundred pods/s (informative)")
 
 
 SCALE_PODS = 10_000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,4 +75,38 @@ def parse(output: str) -> LoadResult:
     if len(errors) == 2:
         for count, message in re.findall(r"\[(\d+)\]\s+(.+)", errors[1]):
             result.errors[message.strip()] = int(count)
+    return result
+
+
+def staggered(url: str, body: Path, clients: int, seconds: float, rate: float) -> LoadResult:
+    """`rate` requests/s from `clients` keep-alive clients whose ticks are spread evenly.
+
+    hey's own paced clients (`-c N -q R`) tick together: every 1/R s all N send at once,
+    a burst no set of independent callers (the API server's) makes. Here each client is
+    its own hey (`-c 1`), started 1/(R*N) s after the previous one; percentiles come from
+    every request's latency (hey's CSV output), not from the clients' summaries.
+    """
+    per_client = rate / clients
+    processes = []
+    for _ in range(clients):
+        processes.append(start(url, body, 1, seconds, per_client, "-o", "csv"))
+        time.sleep(1 / rate)
+    latencies: list[float] = []
+    result = LoadResult(seconds=seconds)
+    for process in processes:
+        output, _ = process.communicate(timeout=seconds + 60)
+        for line in output.splitlines()[1:]:
+            fields = line.split(",")
+            if len(fields) < 8 or not fields[6].isdigit():
+                result.errors[line[:80]] = result.errors.get(line[:80], 0) + 1
+                continue
+            latencies.append(float(fields[0]) * 1000)
+            code = int(fields[6])
+            result.statuses[code] = result.statuses.get(code, 0) + 1
+    latencies.sort()
+    if latencies:
+        result.p50 = latencies[len(latencies) // 2]
+        result.p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
+        result.slowest = latencies[-1]
+    result.rps = len(latencies) / seconds
     return result

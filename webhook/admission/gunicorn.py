@@ -146,9 +146,10 @@ class GunicornServer(BaseApplication):
 
 
 def _admission_app(args: argparse.Namespace) -> Any:
-    from .app import create_app
+    from .app import create_app, with_fast_admission
 
-    return create_app(build_runtime(args), require_client_cert=bool(args.client_ca))
+    return with_fast_admission(create_app(build_runtime(args),
+                                          require_client_cert=bool(args.client_ca)))
 
 
 def _not_after(cert_file: str) -> float:

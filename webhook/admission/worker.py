@@ -27,6 +27,7 @@ import contextlib
 import errno
 import io
 import json
+import os
 import ssl
 import sys
 import time
@@ -39,10 +40,12 @@ from gevent import monkey
 from gevent.lock import BoundedSemaphore
 from gevent.pool import Pool
 from gevent.server import StreamServer
-from gunicorn import http, util
+from gunicorn import util
 from gunicorn.http import errors as http_errors
 from gunicorn.http import wsgi
-from gunicorn.http.body import Body, ChunkedReader, LengthReader
+from gunicorn.http.body import ChunkedReader, LengthReader
+from gunicorn.http.message import Request
+from gunicorn.http.parser import RequestParser
 from gunicorn.workers.ggevent import GeventWorker
 
 from .app import CLIENT_CERT_KEY
@@ -71,6 +74,70 @@ class Deadline(Exception):
     def __init__(self, phase: str) -> None:
         super().__init__(phase)
         self.phase = phase
+
+
+class PlainConfig:
+    """gunicorn's settings as plain attributes, for the per-request code.
+
+    gunicorn's `Config` resolves every attribute through `__getattr__` and `Setting.get`;
+    its parser, environ and response read about 17 of them per request. The worker's
+    settings do not change after it starts, so they are read once here (properties and
+    methods of `Config` on first use).
+    """
+
+    def __init__(self, cfg: Any) -> None:
+        self.__dict__["_cfg"] = cfg
+        for name in cfg.settings:
+            self.__dict__[name] = getattr(cfg, name)  # Config's properties win, as there
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.__dict__["_cfg"], name)
+        self.__dict__[name] = value
+        return value
+
+
+class AdmissionRequest(Request):
+    """gunicorn's request, trusting no forwarding headers from any peer.
+
+    The API server calls the webhook directly, never through a proxy, so neither
+    `X-Forwarded-*` headers nor the peer-address check behind them (an IP parse per
+    request) have a use here.
+    """
+
+    def _peer_trusted_for_forwarded(self) -> tuple[dict, list]:
+        return {}, []
+
+
+class AdmissionParser(RequestParser):
+    """gunicorn's HTTP/1.1 request parser (its C parser when installed), for our requests."""
+
+    mesg_class = AdmissionRequest
+
+    def finish_body(self, deadline: float | None = None, max_bytes: int | None = None) -> bool:
+        """Nothing is left to drain: the worker reads every body whole before the app runs
+        (or closes the connection), so gunicorn's drain and its two socket-timeout calls
+        per request are skipped."""
+        return True
+
+
+class Deadlines:
+    """One connection's timers for the phases a client controls, reused for each request.
+
+    A `gevent.Timeout` used in a `with` block cannot be started again; three new ones per
+    request (idle wait, headers, body) cost more than the request's own parsing. So each
+    is started before its phase and cancelled after it (`try`/`finally`, not a context
+    manager: this runs for every request).
+    """
+
+    def __init__(self) -> None:
+        self.head = gevent.Timeout(HEAD_SECONDS, Deadline("request headers"))
+        self.body = gevent.Timeout(BODY_SECONDS, Deadline("request body"))
+        self.first = gevent.Timeout(HEAD_SECONDS, Deadline("idle"))
+        self.idle = gevent.Timeout(IDLE_SECONDS, Deadline("idle"))
+
+    def close(self) -> None:
+        for timer in (self.head, self.body, self.first, self.idle):
+            timer.close()
 
 
 class QuietResponse(wsgi.Response):
@@ -105,12 +172,12 @@ class QuietResponse(wsgi.Response):
     def _flush_head(self) -> None:
         head, self._head = self._head, b""
         if head:
-            self.sock.sendall(head)
+            send_all(self.sock, head)
 
     def _emit_body(self, data: bytes) -> None:
         if self._head and not self.chunked:
             head, self._head = self._head, b""
-            self.sock.sendall(head + data)
+            send_all(self.sock, head + data)
             return
         self._flush_head()
         super()._emit_body(data)
@@ -119,6 +186,14 @@ class QuietResponse(wsgi.Response):
         self.send_headers()
         self._flush_head()
         super().close()
+
+
+def send_all(sock: Any, data: bytes) -> None:
+    """`sock.sendall(data)` without gevent's per-call getsockopt (it sizes chunks for large
+    payloads; a TLS write takes an answer of a few KiB whole)."""
+    view = memoryview(data)
+    while view:
+        view = view[sock.send(view):]
 
 
 _date = [0, ""]
@@ -167,6 +242,9 @@ class DeadlineWorker(GeventWorker):
         self.large_bodies: BoundedSemaphore | None = None
         self.tls: Any = None
         self.idle: set[gevent.Greenlet] = set()  # connections waiting for a request
+        self.plain_cfg: Any = None
+        self.environ_base: dict[str, Any] = {}
+        self.script_name = ""
 
     def patch(self) -> None:
         super().patch()
@@ -177,6 +255,10 @@ class DeadlineWorker(GeventWorker):
         if self.tls is not None:
             self.tls.rebuild()
         self.large_bodies = BoundedSemaphore(LARGE_BODY_SLOTS)
+        self.plain_cfg = PlainConfig(self.cfg)
+        # What every request's environ starts from (gunicorn's own base environ).
+        self.environ_base = {**wsgi.base_environ(self.plain_cfg), "wsgi.multithread": True}
+        self.script_name = os.environ.get("SCRIPT_NAME", "")
 
     def run(self) -> None:
         servers = []
@@ -240,29 +322,36 @@ class DeadlineWorker(GeventWorker):
         return conn
 
     def _serve(self, listener: Any, conn: Any, addr: Any, peer: dict | None) -> None:
-        parser = http.get_parser(self.cfg, conn, addr)
+        parser = AdmissionParser(self.plain_cfg, conn, addr)
         listener_name = listener.getsockname()
-        idle_limit = HEAD_SECONDS  # a new connection must start its request promptly
-        while self.alive:
-            if not self._wait_for_request(conn, parser, idle_limit):
-                return
-            idle_limit = IDLE_SECONDS
-            try:
-                with gevent.Timeout(HEAD_SECONDS, Deadline("request headers")):
+        deadlines = Deadlines()
+        idle_limit = deadlines.first  # a new connection must start its request promptly
+        try:
+            while self.alive:
+                if not self._wait_for_request(conn, parser, idle_limit):
+                    return
+                idle_limit = deadlines.idle
+                deadlines.head.start()
+                try:
                     req = next(parser)
-            except HEAD_ERRORS as err:
-                self._head_error(conn, err)
-                return
-            if not self._read_body(conn, req):
-                return
-            if not self._respond(listener_name, req, conn, addr, peer):
-                return
-            # Let the other connections' ready requests go first: a client that always
-            # has its next request waiting must not keep this greenlet to itself.
-            gevent.sleep(0)
+                except HEAD_ERRORS as err:
+                    self._head_error(conn, err)
+                    return
+                finally:
+                    deadlines.head.cancel()
+                if not self._read_body(conn, req, deadlines.body):
+                    return
+                if not self._respond(listener_name, req, conn, addr, peer):
+                    return
+                # Let the other connections' ready requests go first: a client that
+                # always has its next request waiting must not keep this greenlet to
+                # itself.
+                gevent.sleep(0)
+        finally:
+            deadlines.close()
 
-    def _wait_for_request(self, conn: Any, parser: Any, limit: float) -> bool:
-        """Wait up to `limit` seconds for the next request to start; False if none does.
+    def _wait_for_request(self, conn: Any, parser: Any, limit: gevent.Timeout) -> bool:
+        """Wait until `limit` expires for the next request to start; False if none does.
 
         The first bytes are read here and handed back to the parser, so the header
         deadline starts with them (an idle kept-alive connection is not a slow one).
@@ -275,12 +364,13 @@ class DeadlineWorker(GeventWorker):
             return False
         current = gevent.getcurrent()
         self.idle.add(current)
+        limit.start()
         try:
-            with gevent.Timeout(limit, Deadline("idle")):
-                data = conn.recv(8192)
+            data = conn.recv(8192)
         except Deadline:
             return False
         finally:
+            limit.cancel()
             self.idle.discard(current)
         if not data:
             return False
@@ -301,7 +391,7 @@ class DeadlineWorker(GeventWorker):
 
     # --- the body -----------------------------------------------------------------------
 
-    def _read_body(self, conn: Any, req: Any) -> bool:
+    def _read_body(self, conn: Any, req: Any, deadline: gevent.Timeout) -> bool:
         """Read the whole body under its deadline into memory; False closes the connection."""
         reader = req.body.reader if req.body is not None else None
         if isinstance(reader, LengthReader):
@@ -309,7 +399,7 @@ class DeadlineWorker(GeventWorker):
         elif isinstance(reader, ChunkedReader):
             length = None
         else:  # no Content-Length and not chunked: HTTP/1.1 says the body is empty
-            req.body = Body(io.BytesIO(b""))
+            req.body = io.BytesIO(b"")
             return True
         if length is not None and length > MAX_BODY_BYTES:
             self._too_large(conn, req, min(length, DRAIN_LIMIT))
@@ -322,9 +412,9 @@ class DeadlineWorker(GeventWorker):
             self._send(conn, _json_response(503, "Service Unavailable",
                                             "too many large requests at once; retry"))
             return False
+        deadline.start()
         try:
-            with gevent.Timeout(BODY_SECONDS, Deadline("request body")):
-                data = req.body.read(MAX_BODY_BYTES + 1)
+            data = req.body.read(MAX_BODY_BYTES + 1)
         except Deadline:
             self._send(conn, _json_response(408, "Request Timeout",
                                             f"request body not received within "
@@ -342,6 +432,8 @@ class DeadlineWorker(GeventWorker):
         except BaseException:
             self._release(large)
             raise
+        finally:
+            deadline.cancel()
         if len(data) > MAX_BODY_BYTES:
             self._release(large)
             self._too_large(conn, req, DRAIN_LIMIT)
@@ -349,7 +441,8 @@ class DeadlineWorker(GeventWorker):
         if length is not None and len(data) < length:
             self._release(large)  # the client closed before sending all it announced
             return False
-        req.body = Body(io.BytesIO(data))
+        # The app reads the body from memory: a plain BytesIO is a complete wsgi.input.
+        req.body = io.BytesIO(data)
         req.poolguard_large = large
         return True
 
@@ -372,16 +465,57 @@ class DeadlineWorker(GeventWorker):
 
     # --- the response -------------------------------------------------------------------
 
+    def _environ(self, req: Any, conn: Any, addr: Any, listener_name: Any) -> dict[str, Any]:
+        """The WSGI environ of `req`, as gunicorn's `wsgi.create` builds it for this worker's
+        one case: HTTP/1.1 on a TCP listener, no proxy protocol, 100-continue already sent
+        by `_read_body`. It starts from a per-worker copy of the constant part instead of
+        building that (a logger lookup under a lock among it) for every request.
+        """
+        environ = self.environ_base.copy()
+        environ["wsgi.input"] = req.body
+        environ["gunicorn.socket"] = conn
+        environ["REQUEST_METHOD"] = req.method
+        environ["QUERY_STRING"] = req.query
+        environ["RAW_URI"] = req.uri
+        environ["SERVER_PROTOCOL"] = f"HTTP/{req.version[0]}.{req.version[1]}"
+        environ["wsgi.url_scheme"] = req.scheme
+        environ["REMOTE_ADDR"], environ["REMOTE_PORT"] = addr[0], str(addr[1])
+        environ["SERVER_NAME"] = listener_name[0]
+        environ["SERVER_PORT"] = str(listener_name[1])
+        repeated: dict[str, list[str]] = {}
+        for name, value in req.headers:  # upper-case names, checked by gunicorn's parser
+            if name == "CONTENT-TYPE":
+                environ["CONTENT_TYPE"] = value
+            elif name == "CONTENT-LENGTH":
+                environ["CONTENT_LENGTH"] = value
+            else:
+                key = "HTTP_" + name.replace("-", "_")
+                if key in environ:  # a repeated field: joined once, as gunicorn does
+                    repeated.setdefault(key, [environ[key]]).append(value)
+                else:
+                    environ[key] = value
+        for key, values in repeated.items():
+            environ[key] = ",".join(values)
+        path = req.path
+        if self.script_name:
+            if not path.startswith(self.script_name):
+                raise ValueError(f"request path {path!r} does not start with SCRIPT_NAME "
+                                 f"{self.script_name!r}")
+            path = path[len(self.script_name):]
+        environ["PATH_INFO"] = util.unquote_to_wsgi_str(path)
+        environ["SCRIPT_NAME"] = self.script_name
+        return environ
+
     def _respond(self, listener_name: Any, req: Any, conn: Any, addr: Any,
                  peer: dict | None) -> bool:
         """Run the app for `req`; False when the connection must close afterwards."""
-        started = datetime.now()
+        logged = self.log.access_log_enabled
+        started = datetime.now() if logged else None
         environ: dict[str, Any] = {}
         resp = None
         try:
-            resp, environ = wsgi.create(req, conn, addr, listener_name, self.cfg,
-                                        response_class=QuietResponse)
-            environ["wsgi.multithread"] = True
+            resp = QuietResponse(req, conn, self.plain_cfg)
+            environ = self._environ(req, conn, addr, listener_name)
             if peer:
                 environ[CLIENT_CERT_KEY] = peer
             self.nr += 1
@@ -396,7 +530,8 @@ class DeadlineWorker(GeventWorker):
                     resp.write(item)
                 resp.close()
             finally:
-                self.log.access(resp, req, environ, datetime.now() - started)
+                if logged:
+                    self.log.access(resp, req, environ, datetime.now() - started)
                 if hasattr(respiter, "close"):
                     respiter.close()
             return not resp.should_close()
