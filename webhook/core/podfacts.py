@@ -31,7 +31,7 @@ from typing import Any
 from .deletion_cost import (
     DELETION_COST_ANNOTATION,
     MANAGED_COST_ANNOTATION,
-    deletion_cost_of,
+    parse_deletion_cost,
 )
 from .kube import parse_time_ns
 
@@ -67,6 +67,7 @@ class PodFacts:
         "created_ns",
         "deleting",
         "deletion_cost",
+        "invalid_cost",
         "labels",
         "memo",
         "name",
@@ -104,7 +105,9 @@ class PodFacts:
         self.ready = condition is not None and condition.get("status") == "True"
         self.deleting = bool(metadata.get("deletionTimestamp"))
         self.active = phase not in ("Succeeded", "Failed") and not self.deleting
-        self.deletion_cost = deletion_cost_of(annotations)
+        # The cost the controller uses, and the raw value when the API server would
+        # reject it (the prediction names such pods); parsed once here.
+        self.deletion_cost, self.invalid_cost = _cost(annotations.get(DELETION_COST_ANNOTATION))
         self.cost_by_hand = (DELETION_COST_ANNOTATION in annotations and
                              annotations.get(MANAGED_COST_ANNOTATION)
                              != annotations[DELETION_COST_ANNOTATION])
@@ -229,6 +232,17 @@ def go_log2(value: float) -> float:
     if fraction == 0.5:
         return float(exponent - 1)
     return math.log(fraction) * _LN2_INVERSE + exponent
+
+
+def _cost(raw: object) -> tuple[int, str | None]:
+    """(deletion cost as the controller counts it, the raw text if it is invalid)."""
+    if raw is None:
+        return 0, None
+    parsed = parse_deletion_cost(raw if isinstance(raw, str) else str(raw))
+    if parsed is None:
+        return 0, str(raw)
+    # deletion_cost_of: a value that is not a string counts as 0 even when its text parses.
+    return (parsed if isinstance(raw, str) else 0), None
 
 
 def _ready_condition(status: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -11,10 +11,11 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from .cluster import ClusterView, pod_facts
-from .deletion_cost import DELETION_COST_ANNOTATION, go_quote, is_valid_deletion_cost
+from .deletion_cost import go_quote
 from .kube import (
     annotations_of,
     controller_ref,
@@ -240,15 +241,16 @@ def invalid_cost_notes(pods: Sequence[RankedPod]) -> list[str]:
     Such values predate validation or were written around it; the ReplicaSet
     controller counts them as 0, which may not be what their author meant.
     """
-    invalid = []
-    for pod in sorted(pods, key=lambda p: p.name):
-        raw = annotations_of(pod.pod).get(DELETION_COST_ANNOTATION)
-        if raw is not None and not is_valid_deletion_cost(str(raw)):
-            invalid.append(f"{pod.name} ({go_quote(str(raw))})")
+    invalid = [f"{pod.name} ({go_quote(pod.facts.invalid_cost)})"
+               for pod in sorted((p for p in pods if p.facts.invalid_cost is not None),
+                                 key=_NAME)]
     if not invalid:
         return []
     shown = ", ".join(invalid[:5]) + (f" and {len(invalid) - 5} more" if len(invalid) > 5 else "")
     return [f"invalid deletion cost on {shown}; the ReplicaSet controller counts it as 0"]
+
+
+_NAME = attrgetter("name")
 
 
 def _tag_replicaset(pods: list[RankedPod], replicaset: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from .policy import Policy, ScaleDownPolicy
@@ -62,17 +63,33 @@ def placements(policy: Policy, node_lookup: NodeLookup) -> Callable[[RankedPod],
     return place
 
 
-def protection(policy: Policy, node_lookup: NodeLookup) -> Callable[[RankedPod], bool]:
-    """A predicate: does this pod run on a protected pool? (Decided once per node.)"""
-    by_node: dict[str, bool] = {}
+class Protection(dict[str, bool]):
+    """Does a pod run on a protected pool? Decided once per node name (pods share nodes)."""
 
-    def protected(pod: RankedPod) -> bool:
-        node = pod.facts.node_name
-        found = by_node.get(node)
-        if found is None:
-            found = by_node[node] = placement(policy, node_lookup, pod).protected
+    def __init__(self, policy: Policy, node_lookup: NodeLookup) -> None:
+        super().__init__()
+        self.policy, self.node_lookup = policy, node_lookup
+
+    def __missing__(self, node_name: str) -> bool:
+        node = self.node_lookup(node_name) if node_name else None
+        found = self[node_name] = bool(node_name) and self.policy.is_protected(
+            self.policy.pool_of_node(node))
         return found
-    return protected
+
+    def __call__(self, pod: RankedPod) -> bool:
+        return self[pod.facts.node_name]
+
+    def flags(self, pods: list[RankedPod]) -> list[bool]:
+        """`self(pod)` for each pod, at C speed once every node is known."""
+        return list(map(self.__getitem__, map(_NODE_NAME, pods)))
+
+
+_NODE_NAME = attrgetter("facts.node_name")
+
+
+def protection(policy: Policy, node_lookup: NodeLookup) -> Protection:
+    """A predicate: does this pod run on a protected pool? (Decided once per node.)"""
+    return Protection(policy, node_lookup)
 
 
 def worst_case_victims(prediction: ScalePrediction,
@@ -81,7 +98,12 @@ def worst_case_victims(prediction: ScalePrediction,
     uncertain = {id(p) for g in prediction.tie_groups for p in g.members}
     worst = [p for p in prediction.victims if id(p) not in uncertain]
     for group in prediction.tie_groups:
-        protected_first = sorted(group.members, key=lambda p: not is_protected(p))
+        members = group.members
+        flags = (is_protected.flags(members) if isinstance(is_protected, Protection)
+                 else list(map(is_protected, members)))
+        # Protected members first, each side in the group's order (a stable partition).
+        protected_first = ([p for p, flag in zip(members, flags, strict=True) if flag]
+                           + [p for p, flag in zip(members, flags, strict=True) if not flag])
         worst.extend(protected_first[: group.removed])
     return worst
 
@@ -98,8 +120,8 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
     worst = worst_case_victims(prediction, protected)
     worst_ids = set(map(id, worst))
     everyone = prediction.victims + prediction.survivors
-    flags = list(map(protected, everyone))
-    lost_protected = list(filter(protected, worst))
+    flags = protected.flags(everyone)
+    lost_protected = [p for p, flag in zip(worst, protected.flags(worst), strict=True) if flag]
     surviving_other = [p for p, flag in zip(everyone, flags, strict=True)
                        if not flag and id(p) not in worst_ids]
     certain = set(map(id, prediction.victims)) == worst_ids
