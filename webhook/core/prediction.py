@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
-from .cluster import ClusterView, pod_facts
+from .cluster import ClusterView, candidate_pod_facts, pod_facts
 from .deletion_cost import go_quote
 from .kube import (
     annotations_of,
@@ -173,14 +173,21 @@ def _claimed_and_related(view: ClusterView,
     """The ReplicaSet's pods and its related pods, from one pass over the namespace."""
     namespace = namespace_of(rs)
     ref = controller_ref(rs)
-    candidates = pod_facts(view, namespace)
+    own = candidate_pod_facts(view, namespace, [spec_of(rs).get("selector")])
     if ref is None:
-        return owned_pod_facts(candidates, rs), []
+        return owned_pod_facts(own, rs), []
     siblings = [other for other in view.replicasets(namespace) if _same_controller(other, ref)]
-    related = _pods_matching_any(candidates, siblings)
+    related = _pods_matching_any(_candidates_of(view, namespace, siblings), siblings)
     only_itself = len(siblings) == 1 and (
         spec_of(siblings[0]).get("selector") == spec_of(rs).get("selector"))
-    return owned_pod_facts(related if only_itself else candidates, rs, only_itself), related
+    return owned_pod_facts(related if only_itself else own, rs, only_itself), related
+
+
+def _candidates_of(view: ClusterView, namespace: str,
+                   replicasets: Sequence[Mapping[str, Any]]) -> Sequence[PodFacts]:
+    """Pods that may match one of the ReplicaSets' selectors (from the view's index)."""
+    return candidate_pod_facts(view, namespace, [spec_of(rs).get("selector")
+                                                 for rs in replicasets])
 
 
 def related_pods(view: ClusterView, replicaset: Mapping[str, Any]) -> list[PodFacts]:
@@ -190,7 +197,7 @@ def related_pods(view: ClusterView, replicaset: Mapping[str, Any]) -> list[PodFa
         return []
     namespace = namespace_of(replicaset)
     siblings = [rs for rs in view.replicasets(namespace) if _same_controller(rs, ref)]
-    return _pods_matching_any(pod_facts(view, namespace), siblings)
+    return _pods_matching_any(_candidates_of(view, namespace, siblings), siblings)
 
 
 def _same_controller(obj: Mapping[str, Any], ref: Mapping[str, Any]) -> bool:
@@ -267,7 +274,7 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
     namespace = namespace_of(deployment)
     replicasets = owned_objects(view.replicasets(namespace), deployment)
     split = replicaset_targets(deployment, replicasets, to_replicas, prediction.notes)
-    all_pods = _pods_matching_any(pod_facts(view, namespace), replicasets)
+    all_pods = _pods_matching_any(_candidates_of(view, namespace, replicasets), replicasets)
     targets = _after_saturation(deployment, replicasets, split, to_replicas, all_pods,
                                 now_ns, burst, prediction.notes)
     shrinking = [name for name, size in targets.items()
