@@ -9,7 +9,7 @@ from typing import Any
 from .cluster import ClusterView
 from .policy import Policy
 from .prediction import ScalePrediction, predict_scale
-from .verdict import Verdict, evaluate, protection, worst_case_victims
+from .verdict import Protection, Verdict, evaluate, protection, worst_case_victims
 
 
 @dataclass
@@ -66,7 +66,9 @@ def _safe_prefix_length(order: list[Any], protected: Any, kind: str) -> int:
     A cut inside a group tied on rules 1-5 may take any member of the group, so the
     safe prefix ends where the group of the first protected pod begins.
     """
-    first = next((i for i, pod in enumerate(order) if protected(pod)), len(order))
+    flags = (protected.flags(order) if isinstance(protected, Protection)
+             else list(map(protected, order)))
+    first = flags.index(True) if True in flags else len(order)
     if kind == "StatefulSet" or first == len(order):
         return first  # ordinals leave no ties
     key = order[first].key_rules_1_to_5

@@ -85,6 +85,7 @@ class Protection(dict[str, bool]):
 
 
 _NODE_NAME = attrgetter("facts.node_name")
+_COST = attrgetter("facts.deletion_cost")
 
 
 def protection(policy: Policy, node_lookup: NodeLookup) -> Protection:
@@ -177,7 +178,8 @@ def _add_cost_hint(verdict: Verdict, lost: list[RankedPod], kept: list[RankedPod
     if not lost or not kept:
         return
     cheapest_lost = min(p.deletion_cost for p in lost)
-    blocking = [p for p in kept if p.deletion_cost >= cheapest_lost]
+    blocking = [p for p, cost in zip(kept, map(_COST, kept), strict=True)
+                if cost >= cheapest_lost]
     by_hand = [p for p in blocking if p.facts.cost_by_hand]
     stale = [p for p in blocking if not p.facts.cost_by_hand]
     if by_hand:
