@@ -28,10 +28,11 @@ def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
     dozen re-predictions, and the fix points to `plan` instead.
     """
     prediction = predict_scale(view, workload, to_replicas, now_ns)
-    verdict = evaluate(policy, prediction, view.node)
+    protected = protection(policy, view.node)
+    verdict = evaluate(policy, prediction, view.node, protected)
     if not quick or (verdict.violations and prediction.prefix_order is not None):
         verdict.safe_replicas = smallest_safe_replicas(view, policy, workload, prediction,
-                                                       now_ns)
+                                                       now_ns, protected)
     if verdict.violations:
         fix = _fix_text(prediction, verdict.safe_replicas)
         for violation in verdict.violations:
@@ -46,13 +47,15 @@ def removes_protected(view: ClusterView, policy: Policy, prediction: ScalePredic
 
 
 def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
-                           prediction: ScalePrediction, now_ns: int | None) -> int:
+                           prediction: ScalePrediction, now_ns: int | None,
+                           protected: Protection | None = None) -> int:
     """The lowest replica count whose scale-down removes no protected-pool pod now.
 
     Whatever the requested count: 0 when no pod runs on a protected pool, the number of
     active pods when even one deletion could take a protected pod.
     """
-    protected = protection(policy, view.node)
+    if protected is None:
+        protected = protection(policy, view.node)
 
     if prediction.prefix_order is not None:
         order = prediction.prefix_order

@@ -248,9 +248,10 @@ def invalid_cost_notes(pods: Sequence[RankedPod]) -> list[str]:
     Such values predate validation or were written around it; the ReplicaSet
     controller counts them as 0, which may not be what their author meant.
     """
+    flagged = [p for p, raw in zip(pods, map(_INVALID_COST, pods), strict=True)
+               if raw is not None]
     invalid = [f"{pod.name} ({go_quote(pod.facts.invalid_cost)})"
-               for pod in sorted((p for p in pods if p.facts.invalid_cost is not None),
-                                 key=_NAME)]
+               for pod in sorted(flagged, key=_NAME)]
     if not invalid:
         return []
     shown = ", ".join(invalid[:5]) + (f" and {len(invalid) - 5} more" if len(invalid) > 5 else "")
@@ -258,6 +259,7 @@ def invalid_cost_notes(pods: Sequence[RankedPod]) -> list[str]:
 
 
 _NAME = attrgetter("name")
+_INVALID_COST = attrgetter("facts.invalid_cost")
 
 
 def _tag_replicaset(pods: list[RankedPod], replicaset: str) -> None:

@@ -69,6 +69,7 @@ class Protection(dict[str, bool]):
     def __init__(self, policy: Policy, node_lookup: NodeLookup) -> None:
         super().__init__()
         self.policy, self.node_lookup = policy, node_lookup
+        self._last: tuple[list[RankedPod], int, list[bool]] | None = None
 
     def __missing__(self, node_name: str) -> bool:
         node = self.node_lookup(node_name) if node_name else None
@@ -80,8 +81,17 @@ class Protection(dict[str, bool]):
         return self[pod.facts.node_name]
 
     def flags(self, pods: list[RankedPod]) -> list[bool]:
-        """`self(pod)` for each pod, at C speed once every node is known."""
-        return list(map(self.__getitem__, map(_NODE_NAME, pods)))
+        """`self(pod)` for each pod, at C speed once every node is known.
+
+        The flags of the last list asked about are kept: the verdict and the safe
+        replica count both read the prediction's whole order.
+        """
+        last = self._last
+        if last is not None and last[0] is pods and last[1] == len(pods):
+            return last[2]
+        flags = list(map(self.__getitem__, map(_NODE_NAME, pods)))
+        self._last = (pods, len(pods), flags)
+        return flags
 
 
 _NODE_NAME = attrgetter("facts.node_name")
@@ -109,18 +119,23 @@ def worst_case_victims(prediction: ScalePrediction,
     return worst
 
 
-def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLookup) -> Verdict:
-    """Judge `prediction`: violations name victims, rule and fix; enforcement sets `allowed`."""
+def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLookup,
+             protected: Protection | None = None) -> Verdict:
+    """Judge `prediction`: violations name victims, rule and fix; enforcement sets `allowed`.
+
+    `protected`: the pool lookup to use (and share with later reads of the prediction).
+    """
     rules = policy.scale_down
     verdict = Verdict(allowed=True, enforcement=rules.enforcement,
                       warnings=list(prediction.notes))
     if not prediction.victims:
         return verdict
     place = placements(policy, node_lookup)
-    protected = protection(policy, node_lookup)
+    if protected is None:
+        protected = protection(policy, node_lookup)
     worst = worst_case_victims(prediction, protected)
     worst_ids = set(map(id, worst))
-    everyone = prediction.victims + prediction.survivors
+    everyone = _everyone(prediction)
     flags = protected.flags(everyone)
     lost_protected = [p for p, flag in zip(worst, protected.flags(worst), strict=True) if flag]
     surviving_other = [p for p, flag in zip(everyone, flags, strict=True)
@@ -158,6 +173,15 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
         if prediction.kind != "StatefulSet":  # deletion cost plays no part there
             _add_cost_hint(verdict, lost_protected, surviving_other, describe)
     return verdict
+
+
+def _everyone(prediction: ScalePrediction) -> list[RankedPod]:
+    """Victims then survivors: the prediction's order when it is exactly that list."""
+    order = prediction.order
+    if order is not None and len(order) == len(prediction.victims) + len(
+            prediction.survivors):
+        return order
+    return prediction.victims + prediction.survivors
 
 
 def _required_text(rules: ScaleDownPolicy, replicas: int) -> str:
