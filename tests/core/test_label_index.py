@@ -61,18 +61,22 @@ def test_a_replicasets_candidates_are_its_own_pods_in_namespace_order() -> None:
     objects = two_deployments()
     view = Snapshot(objects)
     web_old, web_new = objects[2], objects[3]
-    one = candidate_pod_facts(view, "ml", [web_old["spec"]["selector"]])
-    assert [p.name for p in one] == ["web-1-a", "web-1-b"]
-    both = candidate_pod_facts(view, "ml", [web_new["spec"]["selector"],
-                                            web_old["spec"]["selector"]])
-    assert [p.name for p in both] == ["web-2-a", "web-1-a", "web-1-b", "web-2-b"]
+    one, exact = candidate_pod_facts(view, "ml", [web_old["spec"]["selector"]])
+    assert [p.name for p in one] == ["web-1-a", "web-1-b"] and exact
+    both, exact = candidate_pod_facts(view, "ml", [web_new["spec"]["selector"],
+                                                   web_old["spec"]["selector"]])
+    assert [p.name for p in both] == ["web-2-a", "web-1-a", "web-1-b", "web-2-b"] and exact
 
 
 def test_selectors_without_match_labels_fall_back_to_the_namespace() -> None:
     view = Snapshot(two_deployments())
     by_expression = {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]}
-    assert len(candidate_pod_facts(view, "ml", [by_expression])) == 6
-    assert candidate_pod_facts(view, "ml", [{}]) == []  # an empty selector selects nothing
+    pods, exact = candidate_pod_facts(view, "ml", [by_expression])
+    assert len(pods) == 6 and not exact  # the caller still applies the selector
+    mixed = {"matchLabels": {"pod-template-hash": "1"}, **by_expression}
+    pods, exact = candidate_pod_facts(view, "ml", [mixed])
+    assert [p.name for p in pods] == ["web-1-a", "web-1-b"] and not exact
+    assert candidate_pod_facts(view, "ml", [{}]) == ([], True)  # an empty one selects nothing
 
 
 @st.composite

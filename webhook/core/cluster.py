@@ -80,19 +80,32 @@ def pod_facts(view: ClusterView, namespace: str) -> Sequence[PodFacts]:
 
 
 def candidate_pod_facts(view: ClusterView, namespace: str,
-                        selectors: Iterable[Mapping[str, Any] | None]) -> Sequence[PodFacts]:
-    """Pods of `namespace` that may match one of the workload `selectors`, in namespace order.
+                        selectors: Sequence[Mapping[str, Any] | None]
+                        ) -> tuple[Sequence[PodFacts], bool]:
+    """Pods of `namespace` that may match one of the workload `selectors`, in namespace
+    order, and whether they are exactly the pods that match.
 
-    Every pod that matches is among them; callers still apply the selectors. Views
-    with a label index (`pod_facts_selected`) answer from it, so a scale check reads its
-    workload's pods only, not the namespace's; others give the whole namespace.
+    Every pod that matches is among them. Views with a label index
+    (`pod_facts_selected`) answer from it, so a scale check reads its workload's pods
+    only, not the namespace's, and exactly for selectors of matchLabels alone (what
+    controllers write); other views give the whole namespace.
     """
     selected = getattr(view, "pod_facts_selected", None)
     if selected is not None:
         found = selected(namespace, list(selectors))
         if found is not None:
-            return found
-    return pod_facts(view, namespace)
+            return found, all(map(_plain_selector, selectors))
+    return pod_facts(view, namespace), False
+
+
+def _plain_selector(selector: Mapping[str, Any] | None) -> bool:
+    """matchLabels of strings and nothing else, or a selector that selects nothing."""
+    if _selects_nothing(selector):
+        return True
+    assert selector is not None
+    labels = selector.get("matchLabels")
+    return (not selector.get("matchExpressions") and isinstance(labels, Mapping)
+            and all(isinstance(value, str) for value in labels.values()))
 
 
 class LabelIndex:
@@ -157,19 +170,31 @@ class LabelIndex:
 
     def selected(self, selectors: list[Mapping[str, Any] | None]) -> list[PodFacts] | None:
         """Pods that may match one of `selectors` (see candidate_pod_facts), or None
-        when a selector has no matchLabels to look up (the caller scans instead)."""
+        when a selector has no matchLabels to look up (the caller scans instead).
+
+        A selector of matchLabels only is answered exactly (the pods under every one of
+        its labels); one with expressions too by the pods under its rarest label.
+        """
         found: dict[int, PodFacts] = {}
         for selector in selectors:
-            labels = (selector or {}).get("matchLabels") if isinstance(selector, Mapping) else None
+            labels = selector.get("matchLabels") if isinstance(selector, Mapping) else None
             if not labels or not isinstance(labels, Mapping):
                 if not _selects_nothing(selector):
                     return None
                 continue
             try:
-                entries = [self.postings.get(pair) or {} for pair in labels.items()]
+                entries = sorted((self.postings.get(pair) or {} for pair in labels.items()),
+                                 key=len)
             except TypeError:  # an unhashable value: leave it to the scan
                 return None
-            found.update(min(entries, key=len))
+            rarest = entries[0]
+            if len(entries) == 1 or selector.get("matchExpressions"):  # type: ignore[union-attr]
+                found.update(rarest)
+                continue
+            numbers = rarest.keys() & entries[1].keys()
+            for entry in entries[2:]:
+                numbers &= entry.keys()
+            found.update((number, rarest[number]) for number in numbers)
         return [found[number] for number in sorted(found)]
 
 

@@ -170,24 +170,26 @@ def owned_pod_facts(candidates: Sequence[PodFacts], owner: Mapping[str, Any],
 
 def _claimed_and_related(view: ClusterView,
                          rs: Mapping[str, Any]) -> tuple[list[PodFacts], list[PodFacts]]:
-    """The ReplicaSet's pods and its related pods, from one pass over the namespace."""
+    """The ReplicaSet's pods and its related pods, read through the view's index."""
     namespace = namespace_of(rs)
     ref = controller_ref(rs)
-    own = candidate_pod_facts(view, namespace, [spec_of(rs).get("selector")])
+    own = candidate_pod_facts(view, namespace, [spec_of(rs).get("selector")])[0]
     if ref is None:
         return owned_pod_facts(own, rs), []
     siblings = [other for other in view.replicasets(namespace) if _same_controller(other, ref)]
-    related = _pods_matching_any(_candidates_of(view, namespace, siblings), siblings)
+    related = _selected_by_any(view, namespace, siblings)
     only_itself = len(siblings) == 1 and (
         spec_of(siblings[0]).get("selector") == spec_of(rs).get("selector"))
     return owned_pod_facts(related if only_itself else own, rs, only_itself), related
 
 
-def _candidates_of(view: ClusterView, namespace: str,
-                   replicasets: Sequence[Mapping[str, Any]]) -> Sequence[PodFacts]:
-    """Pods that may match one of the ReplicaSets' selectors (from the view's index)."""
-    return candidate_pod_facts(view, namespace, [spec_of(rs).get("selector")
-                                                 for rs in replicasets])
+def _selected_by_any(view: ClusterView, namespace: str,
+                     replicasets: Sequence[Mapping[str, Any]]) -> list[PodFacts]:
+    """The namespace's pods matched by any of the ReplicaSets' selectors, in namespace
+    order (from the view's index where it has one)."""
+    pods, exact = candidate_pod_facts(view, namespace, [spec_of(rs).get("selector")
+                                                        for rs in replicasets])
+    return list(pods) if exact else _pods_matching_any(pods, replicasets)
 
 
 def related_pods(view: ClusterView, replicaset: Mapping[str, Any]) -> list[PodFacts]:
@@ -197,7 +199,7 @@ def related_pods(view: ClusterView, replicaset: Mapping[str, Any]) -> list[PodFa
         return []
     namespace = namespace_of(replicaset)
     siblings = [rs for rs in view.replicasets(namespace) if _same_controller(rs, ref)]
-    return _pods_matching_any(_candidates_of(view, namespace, siblings), siblings)
+    return _selected_by_any(view, namespace, siblings)
 
 
 def _same_controller(obj: Mapping[str, Any], ref: Mapping[str, Any]) -> bool:
@@ -276,7 +278,7 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
     namespace = namespace_of(deployment)
     replicasets = owned_objects(view.replicasets(namespace), deployment)
     split = replicaset_targets(deployment, replicasets, to_replicas, prediction.notes)
-    all_pods = _pods_matching_any(_candidates_of(view, namespace, replicasets), replicasets)
+    all_pods = _selected_by_any(view, namespace, replicasets)
     targets = _after_saturation(deployment, replicasets, split, to_replicas, all_pods,
                                 now_ns, burst, prediction.notes)
     shrinking = [name for name, size in targets.items()
