@@ -122,12 +122,15 @@ class LabelIndex:
         self.postings: dict[tuple[str, Any], dict[int, PodFacts]] = {}
         self.numbers: dict[str, int] = {}  # pod name -> its number (live caches)
         self._next = 0
+        # Answers by selectors, until the index changes: a state file's never does.
+        self._answers: dict[Any, list[PodFacts] | None] = {}
 
     def add(self, facts: PodFacts, number: int | None = None) -> int:
         """Index `facts` under each of its labels; returns the pod's number."""
         if number is None:
             number = self._next
         self._next = max(self._next, number + 1)
+        self._answers.clear()
         labels = facts.labels
         if isinstance(labels, Mapping):
             postings = self.postings
@@ -143,6 +146,7 @@ class LabelIndex:
 
     def remove(self, facts: PodFacts, number: int) -> None:
         """Drop `facts` (indexed under `number`) from the entries of its labels."""
+        self._answers.clear()
         labels = facts.labels
         if isinstance(labels, Mapping):
             for pair in labels.items():
@@ -173,8 +177,19 @@ class LabelIndex:
         when a selector has no matchLabels to look up (the caller scans instead).
 
         A selector of matchLabels only is answered exactly (the pods under every one of
-        its labels); one with expressions too by the pods under its rarest label.
+        its labels); one with expressions too by the pods under its rarest label. The
+        list returned is shared: read it, do not change it.
         """
+        try:
+            question: Any = tuple(_question(selector) for selector in selectors)
+        except TypeError:  # an unhashable value: leave it to the scan
+            return None
+        answer = self._answers.get(question, self)
+        if answer is self:
+            answer = self._answers[question] = self._select(selectors)
+        return answer  # type: ignore[return-value]
+
+    def _select(self, selectors: list[Mapping[str, Any] | None]) -> list[PodFacts] | None:
         found: dict[int, PodFacts] = {}
         for selector in selectors:
             labels = selector.get("matchLabels") if isinstance(selector, Mapping) else None
@@ -182,11 +197,7 @@ class LabelIndex:
                 if not _selects_nothing(selector):
                     return None
                 continue
-            try:
-                entries = sorted((self.postings.get(pair) or {} for pair in labels.items()),
-                                 key=len)
-            except TypeError:  # an unhashable value: leave it to the scan
-                return None
+            entries = sorted((self.postings.get(pair) or {} for pair in labels.items()), key=len)
             rarest = entries[0]
             if len(entries) == 1 or selector.get("matchExpressions"):  # type: ignore[union-attr]
                 found.update(rarest)
@@ -194,8 +205,19 @@ class LabelIndex:
             numbers = rarest.keys() & entries[1].keys()
             for entry in entries[2:]:
                 numbers &= entry.keys()
-            found.update((number, rarest[number]) for number in numbers)
-        return [found[number] for number in sorted(found)]
+            ordered = sorted(numbers)
+            found.update(zip(ordered, map(rarest.__getitem__, ordered), strict=True))
+        return list(map(found.__getitem__, sorted(found)))
+
+
+def _question(selector: Any) -> Any:
+    """A selector as a hashable key for the answers kept (TypeError when it cannot be)."""
+    if not isinstance(selector, Mapping):
+        return ("not a mapping", repr(selector))
+    labels = selector.get("matchLabels")
+    expressions = selector.get("matchExpressions")
+    return (tuple(labels.items()) if isinstance(labels, Mapping) else repr(labels),
+            repr(expressions))
 
 
 def _selects_nothing(selector: Any) -> bool:

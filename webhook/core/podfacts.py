@@ -44,6 +44,7 @@ _TAILW = 64 + 64 + 8 + UIDW
 CLOCK_WITHIN_BITS = 8 + UIDW + 72 + _TAILW
 NO_CLOCK_WITHIN_BITS = 1 + 72 + 128 + 1 + 72 + UIDW
 _CLASS_SHIFT = 72 + _TAILW
+READY_HEAD_SHIFT = _CLASS_SHIFT + UIDW  # a clock key's ready present bit and bucket + 1
 _RANK_MAX = (1 << 32) - 1
 _NEVER = 1 << 80  # a clock beyond any time: "valid for every now"
 _LN2_INVERSE = 1 / math.log(2)

@@ -11,7 +11,9 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from functools import partial
+from itertools import compress
+from operator import attrgetter, is_not
 from typing import Any
 
 from .cluster import ClusterView, candidate_pod_facts, pod_facts
@@ -250,8 +252,7 @@ def invalid_cost_notes(pods: Sequence[RankedPod]) -> list[str]:
     Such values predate validation or were written around it; the ReplicaSet
     controller counts them as 0, which may not be what their author meant.
     """
-    flagged = [p for p, raw in zip(pods, map(_INVALID_COST, pods), strict=True)
-               if raw is not None]
+    flagged = list(compress(pods, map(_IS_SET, map(_INVALID_COST, pods))))
     invalid = [f"{pod.name} ({go_quote(pod.facts.invalid_cost)})"
                for pod in sorted(flagged, key=_NAME)]
     if not invalid:
@@ -262,6 +263,7 @@ def invalid_cost_notes(pods: Sequence[RankedPod]) -> list[str]:
 
 _NAME = attrgetter("name")
 _INVALID_COST = attrgetter("facts.invalid_cost")
+_IS_SET = partial(is_not, None)  # x -> x is not None, in C
 
 
 def _tag_replicaset(pods: list[RankedPod], replicaset: str) -> None:

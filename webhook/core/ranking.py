@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cmp_to_key
-from itertools import pairwise
+from itertools import compress, pairwise
 from operator import attrgetter
 from typing import Any
 
@@ -27,6 +27,7 @@ from .kube import status_of
 from .podfacts import (
     CLOCK_WITHIN_BITS,
     NO_CLOCK_WITHIN_BITS,
+    READY_HEAD_SHIFT,
     PodFacts,
     bucket_window,
     rank_field,
@@ -204,6 +205,7 @@ _READY_TIME = attrgetter("ready_time_ns")
 _REST_OF_RULES = attrgetter("restarts", "sidecar_restarts", "created_ns")
 _NODE = attrgetter("node_name")
 _ACTIVE = attrgetter("active")
+_READY = attrgetter("ready")
 _RULES_1_TO_4 = attrgetter("rules_1_to_4")
 _REF = attrgetter("ref")
 
@@ -232,11 +234,13 @@ class _Keys:
         # which pods share their rules 1-5 group, so it is worked out at every sort.
         self.class_members: list[RankedPod] = []
         if now_ns is not None:
-            times = [f.ready_time_ns for f in facts if f.ready]
+            ready = list(map(_READY, facts))
+            times = list(compress(map(_READY_TIME, facts), ready))
             if len(set(times)) < len(times):
                 shared = {t for t, n in Counter(times).items() if n > 1}
-                self.class_members = [p for p in pods
-                                      if p.facts.ready and p.facts.ready_time_ns in shared]
+                self.class_members = [p for p, f in zip(compress(pods, ready),
+                                                        compress(facts, ready), strict=True)
+                                      if f.ready_time_ns in shared]
 
     def distinct_uids(self) -> bool:
         """No two pods share a UID (so no two share a key)."""
@@ -346,27 +350,28 @@ def _proven_order(group: list[RankedPod], facts: list[PodFacts],
     at: dict[int | None, list[int]] = defaultdict(list)
     for index, time in enumerate(times):
         at[time].append(index)
-    bucket_uids: dict[tuple[bool, int], list[int]] = defaultdict(list)
-    for time, indexes in at.items():
-        bucket_uids[(time is not None, log_bucket(time, now_ns))].extend(
-            facts[i].uid_key for i in indexes)
+    # The ready present bit and bucket, as the keys carry them (pods share rules 1-5).
+    mask = (1 << CLOCK_WITHIN_BITS) - 1
+    heads = [(pod.key & mask) >> READY_HEAD_SHIFT for pod in group]
+    bucket_uids: dict[int, list[int]] = defaultdict(list)
+    for head, uid_key in zip(heads, map(_UID_KEY, facts), strict=True):
+        bucket_uids[head].append(uid_key)
     for uids in bucket_uids.values():
         uids.sort()
     own_uid: list[int] = []  # pods whose class field must be their own UID
-    for time, indexes in at.items():
+    for indexes in at.values():
         if len(indexes) < 2:
             continue
         members = sorted((facts[i] for i in indexes), key=_UID_KEY)
         if _in_uid_order(members, now_ns):
             own_uid.extend(i for i in indexes)
             continue
-        uids = bucket_uids[(time is not None, log_bucket(time, now_ns))]
+        uids = bucket_uids[heads[indexes[0]]]
         span = bisect_right(uids, members[-1].uid_key) - bisect_left(uids, members[0].uid_key)
         if span != len(members) or not _same_instant_clean(members, now_ns):
             return None
     if not own_uid:
         return group
-    mask = (1 << CLOCK_WITHIN_BITS) - 1
     keys = [pod.key & mask for pod in group]
     for i in own_uid:
         keys[i] = facts[i].with_class_uid(keys[i], facts[i].uid_key)
@@ -668,10 +673,22 @@ class _SyncLevels:
             return []
         on_node = self.on_node
         pods = [pod for node in nodes for pod in on_node[(group, node)]]
-        for pod in pods:
-            pod.rank = rank
-        keys = self.keys
-        keys.assign(pods)
+        keys, now_ns = self.keys, self.keys.now_ns
+        # Keys without the rank field: every pod here has the same, and levels are taken
+        # in rules 1-5 order, so the rest of the key orders the level alone.
+        if keys.uid_keys is None and now_ns is not None:
+            for pod in pods:  # the hot loop: the facts' memo inlined (see PodFacts.base_key)
+                pod.rank = rank
+                facts = pod.facts
+                memo = facts.memo
+                pod.key = (memo[2] if memo is not None and memo[0] <= now_ns < memo[1]
+                           else facts.base_key(now_ns))
+        else:
+            uid_keys = keys.uid_keys
+            for pod in pods:
+                pod.rank = rank
+                pod.key = pod.facts.base_key(
+                    now_ns, None if uid_keys is None else uid_keys[pod.facts.uid])
         if self.class_ids:
             members = [pod for pod in pods if id(pod) in self.class_ids]
             if members:
@@ -719,13 +736,12 @@ class _SyncLevels:
     def _rest(self) -> list[RankedPod]:
         """The pods the last sync left alone (beyond its tie group), keyed and sorted."""
         consumed = set(self.consumed)
+        levels = sorted(self._level(group, rank) for group, ranks in self.nodes_at.items()
+                        for rank in ranks)
         rest = []
-        for group, ranks in self.nodes_at.items():
-            for rank in ranks:
-                level = self._level(group, rank)
-                if level not in consumed:
-                    rest.extend(self._pods_at(level))
-        rest.sort(key=_KEY)
+        for level in levels:
+            if level not in consumed:
+                rest.extend(self._pods_at(level))
         return rest
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from operator import attrgetter
+from itertools import compress
+from operator import attrgetter, not_
 from typing import Any
 
 from .policy import Policy, ScaleDownPolicy
@@ -83,14 +84,15 @@ class Protection(dict[str, bool]):
     def flags(self, pods: list[RankedPod]) -> list[bool]:
         """`self(pod)` for each pod, at C speed once every node is known.
 
-        The flags of the last list asked about are kept: the verdict and the safe
+        The flags of the longest list asked about are kept: the verdict and the safe
         replica count both read the prediction's whole order.
         """
         last = self._last
         if last is not None and last[0] is pods and last[1] == len(pods):
             return last[2]
         flags = list(map(self.__getitem__, map(_NODE_NAME, pods)))
-        self._last = (pods, len(pods), flags)
+        if last is None or len(pods) >= last[1]:  # keep the longest: the whole order
+            self._last = (pods, len(pods), flags)
         return flags
 
 
@@ -113,8 +115,8 @@ def worst_case_victims(prediction: ScalePrediction,
         flags = (is_protected.flags(members) if isinstance(is_protected, Protection)
                  else list(map(is_protected, members)))
         # Protected members first, each side in the group's order (a stable partition).
-        protected_first = ([p for p, flag in zip(members, flags, strict=True) if flag]
-                           + [p for p, flag in zip(members, flags, strict=True) if not flag])
+        protected_first = (list(compress(members, flags))
+                           + list(compress(members, map(not_, flags))))
         worst.extend(protected_first[: group.removed])
     return worst
 
