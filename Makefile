@@ -35,7 +35,7 @@ lint: $(STAMP) ## ruff on the code
 BENCH_RESULTS ?= .bench-results.jsonl
 bench: $(STAMP) ## all benchmarks, then every figure in one table with its bound or ratio
 	rm -f $(BENCH_RESULTS)
-	BENCH_RESULTS=$(abspath $(BENCH_RESULTS)) $(MAKE) --no-print-directory bench-core bench-cache bench-server bench-reconciler
+	BENCH_RESULTS=$(abspath $(BENCH_RESULTS)) $(MAKE) --no-print-directory bench-core bench-cache bench-server bench-reconciler bench-rollout bench-scalecheck
 	$(PY) bench/table.py $(BENCH_RESULTS)
 
 bench-core: $(STAMP) ## core: predict + judge 1k-100k pods, today's core against the old one
@@ -50,10 +50,12 @@ bench-server: $(STAMP) hey
 soak: $(STAMP) hey ## mixed load stepped up to saturation, then a killed worker and cert rotations
 	$(PY) bench/soak.py
 
-.PHONY: bench-rollout
-bench: bench-rollout
+.PHONY: bench-rollout bench-scalecheck
 bench-rollout: $(STAMP) ## a Deployment scaled down mid-rollout: the sync-order model, 200-4,000 pods
 	$(PY) bench/bench_rollout.py
+
+bench-scalecheck: $(STAMP) ## scale checks of a 10,000-pod Deployment through HTTPS, state file and live
+	$(PY) bench/bench_scalecheck.py
 
 # The plan page is checked in headless Chromium; without root or apt its test is skipped.
 .PHONY: chromium

@@ -28,8 +28,12 @@ from webhook.core.kube import parse_time_ns
 from webhook.core.policy import default_policy
 from webhook.core.prediction import MAX_REPLICAS_ANNOTATION, predict_scale
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import record
+
 NOW = parse_time_ns("2026-11-22T12:00:00Z")
 POOL_COST = {"inference": "1000", "hybrid": "-100"}
+WEBHOOK_TIMEOUT_MS = 5_000  # the scale webhook's timeoutSeconds (manifests)
 
 
 def rollout(size: int, costed: bool, seed: int = 3) -> tuple[Snapshot, dict]:
@@ -76,6 +80,13 @@ def main() -> None:
             plan = median_ms(preview_scale, view, policy, deployment, target, NOW)
             print(f"{size:>5} {'costed' if costed else 'uncosted':>8} {predict:>11.0f} "
                   f"{webhook:>11.0f} {plan:>9.0f} {possible:>9}")
+            if size >= 1000 and not costed:  # the case the sync-order model decides most
+                what = f"rollout, {size:,} pods over 2 ReplicaSets halved, costs missing"
+                record(f"{what}: webhook answer (core)", f"{webhook:.0f} ms",
+                       f"< {WEBHOOK_TIMEOUT_MS:,} ms (scale webhook timeout)",
+                       webhook < WEBHOOK_TIMEOUT_MS)
+                record(f"{what}: predict / plan", f"{predict:.0f} / {plan:.0f} ms",
+                       "informative: plan re-predicts to find the safe count", None)
 
 
 if __name__ == "__main__":

@@ -4,9 +4,9 @@ In one run, on one machine, with the same body and the same load (8 concurrent k
 HTTPS clients, `hey`): the Go standard-library reference webhook (../shared/reference-webhook,
 built here with `go build`), `serve` with its defaults, and an allow-all Flask app under the
 same gunicorn settings. Prints requests/s, p50 and p99, and the ratios to the reference.
-Then the worker models tried, what one replica carries at p99 <= 10 ms, and scale checks
-of a 10,000-pod Deployment (p99, recorded for the `make bench` table). Loopback only;
-every run is bounded in time.
+Then the worker models tried and what one replica carries at p99 <= 10 ms (scale checks
+of a 10,000-pod Deployment: bench_scalecheck.py). Loopback only; every run is bounded in
+time.
 """
 
 from __future__ import annotations
@@ -23,14 +23,12 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import requests
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # for tests.support
 sys.path.insert(0, str(ROOT / "bench"))
 
 import heyrun  # noqa: E402
-from bench_core import cluster_objects  # noqa: E402
 from results import record  # noqa: E402
 
 from tests.support import factories as f  # noqa: E402
@@ -324,42 +322,6 @@ def capacity(directory: Path) -> None:
            "a few hundred pods/s (informative)")
 
 
-SCALE_PODS = 10_000
-SCALE_SAMPLES = 40
-SCALE_P99_GOAL_MS = 50.0
-
-
-def scale_check(directory: Path) -> None:
-    """Scale checks of a 10,000-pod Deployment through HTTPS, `serve --state`, one worker."""
-    objects = cluster_objects(SCALE_PODS)
-    state = directory / "big.yaml"
-    state.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects},
-                                    sort_keys=False))
-    with running_server(directory / "scale", "--state", str(state), workers=1,
-                        ready_timeout=300) as (url, ca, process):
-        session = requests.Session()
-        session.verify, session.trust_env = str(ca), False
-        for target, what in ((9_900, "1% down, one sync"), (9_000, "10% down, 2 syncs"),
-                             (5_000, "halving, 10 syncs")):
-            body = reviews.scale("deployments", "serve", SCALE_PODS, target)
-            session.post(url + "/validate-scale", json=body, timeout=60)  # warm
-            samples = []
-            cpu_before = session_cpu_ms(process.pid)
-            for _ in range(SCALE_SAMPLES):
-                started = time.perf_counter()
-                answer = session.post(url + "/validate-scale", json=body, timeout=60)
-                samples.append((time.perf_counter() - started) * 1000)
-                assert answer.status_code == 200
-            cpu = (session_cpu_ms(process.pid) - cpu_before) / SCALE_SAMPLES
-            samples.sort()
-            p50 = statistics.median(samples)
-            p99 = samples[min(len(samples) - 1, round(0.99 * len(samples)))]
-            record(f"scale check via HTTPS, {SCALE_PODS:,}-pod Deployment, {what}",
-                   f"p99 {p99:.1f} ms (p50 {p50:.1f}; server CPU {cpu:.1f} ms/request)",
-                   f"p99 <= {SCALE_P99_GOAL_MS:.0f} ms; {SCALE_SAMPLES} sequential requests",
-                   p99 <= SCALE_P99_GOAL_MS)
-
-
 def session_cpu_ms(session: int) -> float:
     """CPU time (user + system) used so far by every process of a session (the server's
     gunicorn master and workers): time it computed, not time it waited for a core."""
@@ -389,7 +351,6 @@ def main() -> None:
         print("capacity of one replica (serve defaults), paced load from 8 clients:")
         (directory / "capacity").mkdir()
         capacity(directory)
-        scale_check(directory)
 
 
 if __name__ == "__main__":

@@ -273,3 +273,35 @@ def test_live_plan_reports_api_errors_in_one_line(api: FakeKubeAPI, kubeconfig: 
     assert err.startswith(f"error: reading the cluster from the API server at {api.url}: "
                           "GET /api/v1/pods: HTTP 403")
     assert err.count("\n") == 1
+
+
+def test_label_index_follows_adds_label_changes_deletes_and_relists(
+        api: FakeKubeAPI, cluster: LiveCluster) -> None:
+    """The index a scale check reads its workload's pods from stays equal to a scan."""
+    web = f.deployment("web")
+    old, new = (f.replicaset(f"web-{h}", owner=web, pod_hash=h) for h in "12")
+    api.put(web, old, new, f.pod("a", owner=old), f.pod("b", owner=new), f.pod("c", owner=old))
+    started(cluster)
+    selectors = [old["spec"]["selector"], new["spec"]["selector"]]
+
+    def indexed(selector: dict) -> list[str]:
+        return [p.name for p in cluster.pod_facts_selected("ml", [selector])]
+
+    def scanned(selector: dict) -> list[str]:
+        wanted = selector["matchLabels"].items()
+        return [p.name for p in cluster.pod_facts("ml") if wanted <= p.labels.items()]
+
+    assert indexed(selectors[0]) == scanned(selectors[0]) == ["a", "c"]
+    api.put(f.pod("d", owner=new))
+    api.modify("Pod", "ml", "a", lambda pod: pod["metadata"]["labels"].update(
+        {"pod-template-hash": "2"}))  # moved to the new ReplicaSet's selector
+    api.delete("Pod", "ml", "c")
+    wait_until(lambda: cluster.pod("ml", "c") is None, message="c deleted")
+    assert indexed(selectors[0]) == scanned(selectors[0]) == []
+    assert indexed(selectors[1]) == scanned(selectors[1]) == ["a", "b", "d"]
+    api.compact()  # the watch's resourceVersion is gone: the cache lists again
+    api.delete("Pod", "ml", "b")
+    api.drop_watches()
+    wait_until(lambda: cluster.pod("ml", "b") is None, message="b gone after the relist")
+    assert indexed(selectors[1]) == scanned(selectors[1]) == ["a", "d"]
+    assert [p.name for p in cluster.pod_facts_selected("ml", selectors)] == ["a", "d"]

@@ -39,6 +39,7 @@ from ..core.cluster import (
     RESOURCE_OF_KIND,
     RESOURCES,
     STATEFULSETS,
+    LabelIndex,
     Resource,
 )
 from ..core.kube import labels_of, name_of, namespace_of
@@ -82,6 +83,8 @@ class LiveCluster:
         self._callbacks: list[EventCallback] = []
         # resource -> namespace -> name -> compact object (PodFacts for pods)
         self._store: dict[str, dict[str, dict[str, Any]]] = {}
+        # namespace -> the pods there by label: a scale check reads its workload's pods only
+        self._pod_labels: dict[str, LabelIndex] = {}
         self._events_since_freeze = 0
         self._frozen = False
         self._reflectors = {r.name: _Reflector(self, api, r, watch_timeout, backoff_initial,
@@ -158,6 +161,14 @@ class LiveCluster:
         """The facts of the namespace's pods, read once per watch event."""
         return self._list_in("pods", namespace)
 
+    def pod_facts_selected(self, namespace: str,
+                           selectors: list[Mapping[str, Any] | None]) -> list[PodFacts] | None:
+        """Pods that may match one of the workload `selectors`, from the label index
+        (see core.cluster.candidate_pod_facts); None when a selector needs a scan."""
+        with self._lock:
+            index = self._pod_labels.get(namespace)
+            return (index or LabelIndex()).selected(selectors)
+
     def all_pods(self) -> list[Obj]:
         """Every cached pod, in all namespaces."""
         return [facts.pod for facts in self._list_all("pods")]
@@ -215,8 +226,10 @@ class LiveCluster:
             gone = [(namespace, name, entry)
                     for namespace, by_name in self._store[resource.name].items()
                     for name, entry in by_name.items() if (namespace, name) not in seen]
-            for namespace, name, _ in gone:
+            for namespace, name, entry in gone:
                 del self._store[resource.name][namespace][name]
+                if resource.kind == "Pod":
+                    self._pod_labels[namespace].drop(name, entry)
         for _, _, entry in gone:
             obj = _object_of(entry)
             self._notify(resource.name, "DELETED", obj, obj)
@@ -236,6 +249,12 @@ class LiveCluster:
                 by_name.pop(name, None)
             else:
                 by_name[name] = entry
+            if resource.kind == "Pod":
+                index = self._pod_labels.setdefault(namespace, LabelIndex())
+                if event_type != "DELETED":
+                    index.put(name, entry, before_entry)
+                elif before_entry is not None:
+                    index.drop(name, before_entry)
         if event_type == "LISTED":
             event_type = "ADDED" if before is None else "MODIFIED"
         self._notify(resource.name, event_type, obj, before)

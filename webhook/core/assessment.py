@@ -9,7 +9,7 @@ from typing import Any
 from .cluster import ClusterView
 from .policy import Policy
 from .prediction import ScalePrediction, predict_scale
-from .verdict import Verdict, evaluate, protection, worst_case_victims
+from .verdict import Protection, Verdict, evaluate, protection, worst_case_victims
 
 
 @dataclass
@@ -28,10 +28,11 @@ def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
     dozen re-predictions, and the fix points to `plan` instead.
     """
     prediction = predict_scale(view, workload, to_replicas, now_ns)
-    verdict = evaluate(policy, prediction, view.node)
+    protected = protection(policy, view.node)
+    verdict = evaluate(policy, prediction, view.node, protected)
     if not quick or (verdict.violations and prediction.prefix_order is not None):
         verdict.safe_replicas = smallest_safe_replicas(view, policy, workload, prediction,
-                                                       now_ns)
+                                                       now_ns, protected)
     if verdict.violations:
         fix = _fix_text(prediction, verdict.safe_replicas)
         for violation in verdict.violations:
@@ -46,13 +47,15 @@ def removes_protected(view: ClusterView, policy: Policy, prediction: ScalePredic
 
 
 def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
-                           prediction: ScalePrediction, now_ns: int | None) -> int:
+                           prediction: ScalePrediction, now_ns: int | None,
+                           protected: Protection | None = None) -> int:
     """The lowest replica count whose scale-down removes no protected-pool pod now.
 
     Whatever the requested count: 0 when no pod runs on a protected pool, the number of
     active pods when even one deletion could take a protected pod.
     """
-    protected = protection(policy, view.node)
+    if protected is None:
+        protected = protection(policy, view.node)
 
     if prediction.prefix_order is not None:
         order = prediction.prefix_order
@@ -66,7 +69,9 @@ def _safe_prefix_length(order: list[Any], protected: Any, kind: str) -> int:
     A cut inside a group tied on rules 1-5 may take any member of the group, so the
     safe prefix ends where the group of the first protected pod begins.
     """
-    first = next((i for i, pod in enumerate(order) if protected(pod)), len(order))
+    flags = (protected.flags(order) if isinstance(protected, Protection)
+             else list(map(protected, order)))
+    first = flags.index(True) if True in flags else len(order)
     if kind == "StatefulSet" or first == len(order):
         return first  # ordinals leave no ties
     key = order[first].key_rules_1_to_5

@@ -31,7 +31,7 @@ from typing import Any
 from .deletion_cost import (
     DELETION_COST_ANNOTATION,
     MANAGED_COST_ANNOTATION,
-    deletion_cost_of,
+    parse_deletion_cost,
 )
 from .kube import parse_time_ns
 
@@ -44,6 +44,7 @@ _TAILW = 64 + 64 + 8 + UIDW
 CLOCK_WITHIN_BITS = 8 + UIDW + 72 + _TAILW
 NO_CLOCK_WITHIN_BITS = 1 + 72 + 128 + 1 + 72 + UIDW
 _CLASS_SHIFT = 72 + _TAILW
+READY_HEAD_SHIFT = _CLASS_SHIFT + UIDW  # a clock key's ready present bit and bucket + 1
 _RANK_MAX = (1 << 32) - 1
 _NEVER = 1 << 80  # a clock beyond any time: "valid for every now"
 _LN2_INVERSE = 1 / math.log(2)
@@ -67,6 +68,7 @@ class PodFacts:
         "created_ns",
         "deleting",
         "deletion_cost",
+        "invalid_cost",
         "labels",
         "memo",
         "name",
@@ -104,7 +106,9 @@ class PodFacts:
         self.ready = condition is not None and condition.get("status") == "True"
         self.deleting = bool(metadata.get("deletionTimestamp"))
         self.active = phase not in ("Succeeded", "Failed") and not self.deleting
-        self.deletion_cost = deletion_cost_of(annotations)
+        # The cost the controller uses, and the raw value when the API server would
+        # reject it (the prediction names such pods); parsed once here.
+        self.deletion_cost, self.invalid_cost = _cost(annotations.get(DELETION_COST_ANNOTATION))
         self.cost_by_hand = (DELETION_COST_ANNOTATION in annotations and
                              annotations.get(MANAGED_COST_ANNOTATION)
                              != annotations[DELETION_COST_ANNOTATION])
@@ -229,6 +233,17 @@ def go_log2(value: float) -> float:
     if fraction == 0.5:
         return float(exponent - 1)
     return math.log(fraction) * _LN2_INVERSE + exponent
+
+
+def _cost(raw: object) -> tuple[int, str | None]:
+    """(deletion cost as the controller counts it, the raw text if it is invalid)."""
+    if raw is None:
+        return 0, None
+    parsed = parse_deletion_cost(raw if isinstance(raw, str) else str(raw))
+    if parsed is None:
+        return 0, str(raw)
+    # deletion_cost_of: a value that is not a string counts as 0 even when its text parses.
+    return (parsed if isinstance(raw, str) else 0), None
 
 
 def _ready_condition(status: Mapping[str, Any]) -> Mapping[str, Any] | None:

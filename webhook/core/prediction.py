@@ -11,10 +11,13 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import compress
+from operator import attrgetter, is_not
 from typing import Any
 
-from .cluster import ClusterView, pod_facts
-from .deletion_cost import DELETION_COST_ANNOTATION, go_quote, is_valid_deletion_cost
+from .cluster import ClusterView, candidate_pod_facts, pod_facts
+from .deletion_cost import go_quote
 from .kube import (
     annotations_of,
     controller_ref,
@@ -169,17 +172,26 @@ def owned_pod_facts(candidates: Sequence[PodFacts], owner: Mapping[str, Any],
 
 def _claimed_and_related(view: ClusterView,
                          rs: Mapping[str, Any]) -> tuple[list[PodFacts], list[PodFacts]]:
-    """The ReplicaSet's pods and its related pods, from one pass over the namespace."""
+    """The ReplicaSet's pods and its related pods, read through the view's index."""
     namespace = namespace_of(rs)
     ref = controller_ref(rs)
-    candidates = pod_facts(view, namespace)
+    own = candidate_pod_facts(view, namespace, [spec_of(rs).get("selector")])[0]
     if ref is None:
-        return owned_pod_facts(candidates, rs), []
+        return owned_pod_facts(own, rs), []
     siblings = [other for other in view.replicasets(namespace) if _same_controller(other, ref)]
-    related = _pods_matching_any(candidates, siblings)
+    related = _selected_by_any(view, namespace, siblings)
     only_itself = len(siblings) == 1 and (
         spec_of(siblings[0]).get("selector") == spec_of(rs).get("selector"))
-    return owned_pod_facts(related if only_itself else candidates, rs, only_itself), related
+    return owned_pod_facts(related if only_itself else own, rs, only_itself), related
+
+
+def _selected_by_any(view: ClusterView, namespace: str,
+                     replicasets: Sequence[Mapping[str, Any]]) -> list[PodFacts]:
+    """The namespace's pods matched by any of the ReplicaSets' selectors, in namespace
+    order (from the view's index where it has one)."""
+    pods, exact = candidate_pod_facts(view, namespace, [spec_of(rs).get("selector")
+                                                        for rs in replicasets])
+    return list(pods) if exact else _pods_matching_any(pods, replicasets)
 
 
 def related_pods(view: ClusterView, replicaset: Mapping[str, Any]) -> list[PodFacts]:
@@ -189,7 +201,7 @@ def related_pods(view: ClusterView, replicaset: Mapping[str, Any]) -> list[PodFa
         return []
     namespace = namespace_of(replicaset)
     siblings = [rs for rs in view.replicasets(namespace) if _same_controller(rs, ref)]
-    return _pods_matching_any(pod_facts(view, namespace), siblings)
+    return _selected_by_any(view, namespace, siblings)
 
 
 def _same_controller(obj: Mapping[str, Any], ref: Mapping[str, Any]) -> bool:
@@ -240,15 +252,18 @@ def invalid_cost_notes(pods: Sequence[RankedPod]) -> list[str]:
     Such values predate validation or were written around it; the ReplicaSet
     controller counts them as 0, which may not be what their author meant.
     """
-    invalid = []
-    for pod in sorted(pods, key=lambda p: p.name):
-        raw = annotations_of(pod.pod).get(DELETION_COST_ANNOTATION)
-        if raw is not None and not is_valid_deletion_cost(str(raw)):
-            invalid.append(f"{pod.name} ({go_quote(str(raw))})")
+    flagged = list(compress(pods, map(_IS_SET, map(_INVALID_COST, pods))))
+    invalid = [f"{pod.name} ({go_quote(pod.facts.invalid_cost)})"
+               for pod in sorted(flagged, key=_NAME)]
     if not invalid:
         return []
     shown = ", ".join(invalid[:5]) + (f" and {len(invalid) - 5} more" if len(invalid) > 5 else "")
     return [f"invalid deletion cost on {shown}; the ReplicaSet controller counts it as 0"]
+
+
+_NAME = attrgetter("name")
+_INVALID_COST = attrgetter("facts.invalid_cost")
+_IS_SET = partial(is_not, None)  # x -> x is not None, in C
 
 
 def _tag_replicaset(pods: list[RankedPod], replicaset: str) -> None:
@@ -265,7 +280,7 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
     namespace = namespace_of(deployment)
     replicasets = owned_objects(view.replicasets(namespace), deployment)
     split = replicaset_targets(deployment, replicasets, to_replicas, prediction.notes)
-    all_pods = _pods_matching_any(pod_facts(view, namespace), replicasets)
+    all_pods = _selected_by_any(view, namespace, replicasets)
     targets = _after_saturation(deployment, replicasets, split, to_replicas, all_pods,
                                 now_ns, burst, prediction.notes)
     shrinking = [name for name, size in targets.items()

@@ -14,10 +14,12 @@ therefore reported as uncertain rather than pretended away.
 from __future__ import annotations
 
 import heapq
-from collections import Counter
+from bisect import bisect_left, bisect_right
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cmp_to_key
+from itertools import compress, pairwise
 from operator import attrgetter
 from typing import Any
 
@@ -25,6 +27,7 @@ from .kube import status_of
 from .podfacts import (
     CLOCK_WITHIN_BITS,
     NO_CLOCK_WITHIN_BITS,
+    READY_HEAD_SHIFT,
     PodFacts,
     bucket_window,
     rank_field,
@@ -74,7 +77,7 @@ class RankedPod:
 
     __slots__ = ("_buckets", "facts", "key", "live", "rank", "replica_set", "sync")
 
-    def __init__(self, facts: PodFacts, rank: int) -> None:
+    def __init__(self, facts: PodFacts, rank: int = 0) -> None:
         # Set here: the facts and the rank. Set before they are read: `key` (rules 1-8 as
         # an integer, see podfacts) when sorted, `replica_set` (the owning ReplicaSet) by
         # the prediction; unset ones read as their defaults (__getattr__).
@@ -201,6 +204,9 @@ _UID_KEY = attrgetter("uid_key")
 _READY_TIME = attrgetter("ready_time_ns")
 _REST_OF_RULES = attrgetter("restarts", "sidecar_restarts", "created_ns")
 _NODE = attrgetter("node_name")
+_ACTIVE = attrgetter("active")
+_READY = attrgetter("ready")
+_RULES_1_TO_4 = attrgetter("rules_1_to_4")
 _REF = attrgetter("ref")
 
 
@@ -228,11 +234,13 @@ class _Keys:
         # which pods share their rules 1-5 group, so it is worked out at every sort.
         self.class_members: list[RankedPod] = []
         if now_ns is not None:
-            times = [f.ready_time_ns for f in facts if f.ready]
+            ready = list(map(_READY, facts))
+            times = list(compress(map(_READY_TIME, facts), ready))
             if len(set(times)) < len(times):
                 shared = {t for t, n in Counter(times).items() if n > 1}
-                self.class_members = [p for p in pods
-                                      if p.facts.ready and p.facts.ready_time_ns in shared]
+                self.class_members = [p for p, f in zip(compress(pods, ready),
+                                                        compress(facts, ready), strict=True)
+                                      if f.ready_time_ns in shared]
 
     def distinct_uids(self) -> bool:
         """No two pods share a UID (so no two share a key)."""
@@ -302,19 +310,110 @@ def sort_exactly(pods: list[RankedPod], now_ns: int | None) -> list[RankedPod]:
 def _sort_group_exactly(group: list[RankedPod], now_ns: int | None) -> list[RankedPod]:
     """`sort_exactly` for pods tied on rules 1-5 given in key order.
 
-    When the comparator is a strict total order on the group that agrees with the key,
-    sorting by it leaves the key order as it is, and the comparator need not run:
-    ready pods (rule 6 decides every pair) with distinct ready times, or pods whose
-    restarts and creation time differ pairwise, with distinct UIDs. Otherwise rules 6-8
-    are applied pair by pair, buckets read once.
+    The comparator runs only where no proof says what it would give. Without a clock,
+    rules 6-8 are lexicographic and the key is exact. With one, rule 6 (or rule 8) is
+    a strict order except among pods sharing an instant (see `_proven_order`); where a
+    proof covers the whole group the order comes from one sort by integer key, the same
+    order the comparator gives (it is then a strict weak order that agrees with it).
     """
     facts = list(map(_FACTS, group))
-    if len(set(map(_UID, facts))) == len(facts):
-        if facts and facts[0].ready:  # a group is all ready or all not ready
-            if len(set(map(_READY_TIME, facts))) == len(facts):
-                return group
-        elif len(set(map(_REST_OF_RULES, facts))) == len(facts):
+    if len(set(map(_UID, facts))) == len(facts) and min(map(_UID_KEY, facts)) >= 0:
+        if now_ns is None:
             return group
+        proven = _proven_order(group, facts, now_ns)
+        if proven is not None:
+            return proven
+    return _compare_sort(group, now_ns)
+
+
+def _proven_order(group: list[RankedPod], facts: list[PodFacts],
+                  now_ns: int) -> list[RankedPod] | None:
+    """The comparator's order of a tie group with a clock, where it is provably a strict
+    weak order; None otherwise. UIDs are distinct and encoded (`uid_key` >= 0).
+
+    Ready pods (a group is all ready or all not ready): rule 6 compares different ready
+    times by bucket, then UID; pods ready at the same instant fall through to rules 7
+    and 8 (`_same_instant_clean`). Per bucket, each instant shared by several pods is
+    either
+    - in UID order by rules 7-8 too (every pair): the bucket is then in plain UID order
+      there, whatever lies between; or
+    - contiguous in UID order among the bucket's pods: it sorts as one block at its
+      smallest UID, by rules 7-8 inside (what the key's class field encodes).
+    Any other instant may make the comparator cyclic, and the caller compares instead.
+    Not-ready pods: rules 7-8 only (`_same_instant_clean` on the whole group).
+    """
+    if not facts[0].ready:
+        return group if _same_instant_clean(facts, now_ns) else None
+    times = list(map(_READY_TIME, facts))
+    if len(set(times)) == len(times):
+        return group
+    at: dict[int | None, list[int]] = defaultdict(list)
+    for index, time in enumerate(times):
+        at[time].append(index)
+    # The ready present bit and bucket, as the keys carry them (pods share rules 1-5).
+    mask = (1 << CLOCK_WITHIN_BITS) - 1
+    heads = [(pod.key & mask) >> READY_HEAD_SHIFT for pod in group]
+    bucket_uids: dict[int, list[int]] = defaultdict(list)
+    for head, uid_key in zip(heads, map(_UID_KEY, facts), strict=True):
+        bucket_uids[head].append(uid_key)
+    for uids in bucket_uids.values():
+        uids.sort()
+    own_uid: list[int] = []  # pods whose class field must be their own UID
+    for indexes in at.values():
+        if len(indexes) < 2:
+            continue
+        members = sorted((facts[i] for i in indexes), key=_UID_KEY)
+        if _in_uid_order(members, now_ns):
+            own_uid.extend(i for i in indexes)
+            continue
+        uids = bucket_uids[heads[indexes[0]]]
+        span = bisect_right(uids, members[-1].uid_key) - bisect_left(uids, members[0].uid_key)
+        if span != len(members) or not _same_instant_clean(members, now_ns):
+            return None
+    if not own_uid:
+        return group
+    keys = [pod.key & mask for pod in group]
+    for i in own_uid:
+        keys[i] = facts[i].with_class_uid(keys[i], facts[i].uid_key)
+    order = sorted(range(len(group)), key=keys.__getitem__)
+    return [group[i] for i in order]
+
+
+def _rules_7_8_head(facts: PodFacts, now_ns: int) -> tuple[int, int, bool, int]:
+    """Rules 7-8 up to the creation bucket: what decides before a UID could."""
+    return (-facts.restarts, -facts.sidecar_restarts, facts.created_ns is not None,
+            log_bucket(facts.created_ns, now_ns))
+
+
+def _in_uid_order(members: list[PodFacts], now_ns: int) -> bool:
+    """Rules 7-8 put every pair of `members` (sorted by UID) in UID order, strictly."""
+    heads = [_rules_7_8_head(f, now_ns) for f in members]
+    if any(a > b for a, b in pairwise(heads)):
+        return False
+    # Equal heads fall to the creation time: the UID decides only if the times differ.
+    runs: dict[tuple[int, int, bool, int], list[int | None]] = defaultdict(list)
+    for head, f in zip(heads, members, strict=True):
+        runs[head].append(f.created_ns)
+    return all(len(set(created)) == len(created) for created in runs.values())
+
+
+def _same_instant_clean(members: list[PodFacts], now_ns: int) -> bool:
+    """Rules 7-8 are a strict weak order on `members` that the key's tail encodes.
+
+    They compare restarts, sidecar restarts, then creation times: zero first, bucket,
+    UID, but equal times tie. Within each (restarts, sidecar restarts, bucket) the
+    creation times must be all different (UID order, as the key) or all equal (ties,
+    which the stable sort keeps in key order).
+    """
+    runs: dict[tuple[int, int, bool, int], list[int | None]] = defaultdict(list)
+    for f in members:
+        runs[_rules_7_8_head(f, now_ns)].append(f.created_ns)
+    return all(len(set(created)) in (1, len(created)) for created in runs.values())
+
+
+def _compare_sort(group: list[RankedPod], now_ns: int | None) -> list[RankedPod]:
+    """Rules 6-8 applied pair by pair (Python's sort calling the comparator), buckets
+    read once."""
     buckets = {id(p): (log_bucket(p.facts.ready_time_ns, now_ns),
                        log_bucket(p.facts.created_ns, now_ns)) for p in group}
 
@@ -409,14 +508,16 @@ def deletions_of_facts(pods: Sequence[PodFacts], related_pods: Sequence[PodFacts
     related_active = [f for f in related_pods if f.active]
     per_node = Counter(map(_NODE, related_active))
     counted = _Counted(related_active)
-    remaining = [RankedPod(f, per_node[f.node_name]) for f in pods if f.active]
+    remaining = list(map(RankedPod, filter(_ACTIVE, pods)))  # ranks: set when keyed
     keys = _Keys(remaining, now_ns)
+    diff = len(remaining) - max(replicas, 0)
+    if diff > burst and keys.distinct_uids():
+        return _SyncLevels(keys, remaining, per_node, counted, burst).run(diff)
+    for pod in remaining:
+        pod.rank = per_node[pod.facts.node_name]
     keys.assign(remaining)
     if keys.class_members:
         keys.assign_classes(keys.class_members)
-    diff = len(remaining) - max(replicas, 0)
-    if diff > burst and keys.distinct_uids():
-        return _SyncHeap(keys, remaining, per_node, counted, burst).run(diff)
     return _deletions_by_sorting(keys, remaining, per_node, counted, diff, burst)
 
 
@@ -476,44 +577,55 @@ def _discount(gone: Iterable[RankedPod], per_node: Counter[str],
               counted: _Counted) -> set[str]:
     """Take deleted pods out of their nodes' counts; the nodes whose rank changed."""
     touched = set()
-    for pod in gone:
-        facts = pod.facts
-        if counted.has(facts):
-            per_node[facts.node_name] -= 1
-            touched.add(facts.node_name)
+    ids = counted.ids
+    for facts in map(_FACTS, gone):
+        if id(facts) in ids or counted.has(facts):
+            node = facts.node_name
+            per_node[node] -= 1
+            touched.add(node)
     return touched
 
 
-class _SyncHeap:
-    """The controller's syncs with a heap instead of a sort of everything at every sync.
+class _SyncLevels:
+    """The controller's syncs by levels of rules 1-5 instead of a sort of everything.
 
-    Same result as `_deletions_by_sorting` when keys are unique (distinct UIDs): a sync
-    needs only its batch and the tie group at the cut, so pods are popped in key order
-    and everything else stays in the heap. A deletion only lowers ranks, which only
-    raises keys, so a pod whose node lost a pod since it was keyed is re-keyed when it
-    reaches the top (its old key is a lower bound). Class members (see `_Keys`) can move
-    either way and are re-keyed at every sync.
+    Same result as `_deletions_by_sorting` when keys are unique (distinct UIDs). Rules 1-4
+    are a pod's own and rule 5 is its node's rank, so the pods tied on rules 1-5 (a
+    "level") are the pods of one rules 1-4 group on the nodes of one rank. Nodes are kept
+    by group and rank and move when a deletion lowers their rank; a sync takes whole
+    levels in order and sorts (by the full key) only the levels it takes and the one the
+    cut splits, so a sync costs about its batch and its tie group, not the whole set.
+    Keys follow `_Keys` exactly: ranks as of the sync, classes recomputed among the
+    level's pods (a class never spans levels: its pods share rules 1-5).
     """
 
     def __init__(self, keys: _Keys, pods: list[RankedPod], per_node: Counter[str],
                  counted: _Counted, burst: int) -> None:
-        self.keys, self.pods, self.per_node = keys, pods, per_node
-        self.counted, self.burst = counted, burst
+        self.keys, self.per_node, self.counted, self.burst = keys, per_node, counted, burst
         self.shift = keys.shift
-        self.node_epoch: Counter[str] = Counter()  # node -> how often its rank changed
-        # Per pod: `live`, the key of its one valid heap entry (None once taken out), and
-        # `sync`, its node's epoch when keyed (0 from RankedPod(); _GONE once deleted).
-        self.heap = list(map(_KEY, pods))
-        for pod, key in zip(pods, self.heap, strict=True):
-            pod.live = key
-        self.owner = dict(zip(self.heap, pods, strict=True))  # entry -> pod, stale ones too
-        heapq.heapify(self.heap)
-        # Class members by ready instant and by node, to re-key only the changed classes.
-        self.members_at: dict[int | None, list[RankedPod]] = {}
-        self.members_on: dict[str, list[RankedPod]] = {}
-        for pod in keys.class_members:
-            self.members_at.setdefault(pod.facts.ready_time_ns, []).append(pod)
-            self.members_on.setdefault(pod.facts.node_name, []).append(pod)
+        self.class_ids = set(map(id, keys.class_members))
+        # (rules 1-4, node) -> the pods left there; group -> rank -> nodes with such pods
+        on_node: defaultdict[tuple[int, str], list[RankedPod]] = defaultdict(list)
+        facts = list(map(_FACTS, pods))
+        places = zip(map(_RULES_1_TO_4, facts), map(_NODE, facts), strict=True)
+        for place, pod in zip(places, pods, strict=True):
+            on_node[place].append(pod)
+        self.on_node: dict[tuple[int, str], list[RankedPod]] = dict(on_node)
+        self.nodes_at: dict[int, dict[int, set[str]]] = {}
+        self.groups_on: dict[str, set[int]] = {}
+        for group, node in self.on_node:
+            self.groups_on.setdefault(node, set()).add(group)
+            self.nodes_at.setdefault(group, {}).setdefault(per_node[node], set()).add(node)
+        # Levels to look at, in order; each at most once (`queued`), some may be empty.
+        self.queue = [self._level(group, rank) for group, ranks in self.nodes_at.items()
+                      for rank in ranks]
+        self.queued = set(self.queue)
+        heapq.heapify(self.queue)
+        self.consumed: list[int] = []  # the levels the last sync took from
+
+    def _level(self, group: int, rank: int) -> int:
+        """The rules 1-5 key of a level (what `_Keys.k15` gives its pods)."""
+        return group << 32 | rank_field(rank)
 
     def run(self, diff: int) -> Deletion:
         victims: list[RankedPod] = []
@@ -522,107 +634,115 @@ class _SyncHeap:
             batch = min(diff, self.burst)
             diff -= batch
             final = diff <= 0
-            taken, group = self._sync(batch, final)
+            taken, group = self._sync(batch)
             victims.extend(taken)
             if group is not None:
                 groups.append(group)
             if final:
                 survivors = group.members[group.removed:] if group else []
-                return Deletion(order=victims + survivors + self._rest(), victims=victims,
-                                tie_groups=groups)
-            touched = _discount(taken, self.per_node, self.counted)
-            self.node_epoch.update(touched)
-            self._refresh_members(taken, touched)
+                return Deletion(order=victims + survivors + self._rest(),
+                                victims=victims, tie_groups=groups)
+            self._delete(taken)
 
-    def _sync(self, batch: int, final: bool) -> tuple[list[RankedPod], TieGroup | None]:
-        """Delete `batch` pods; the group tied with the cut is ordered exactly."""
-        taken = [self._pop() for _ in range(batch)]
-        group = None
-        after = self._pop()
-        if after is not None:
-            k15 = taken[-1].key >> self.shift
-            if after.key >> self.shift != k15:
-                self._push(after)
-            else:
-                start = batch - 1
-                while start > 0 and taken[start - 1].key >> self.shift == k15:
-                    start -= 1
-                members = [*taken[start:], after]
-                while (pod := self._pop()) is not None:
-                    if pod.key >> self.shift != k15:
-                        self._push(pod)
-                        break
-                    members.append(pod)
-                exact = _sort_group_exactly(members, self.keys.now_ns)
-                group = TieGroup(members=exact, removed=batch - start)
-                taken[start:] = exact[:group.removed]
-                if not final:
-                    for pod in exact[group.removed:]:
-                        self._push(pod)
-        for pod in taken:
-            pod.sync = _GONE
-        return taken, group
-
-    def _pop(self) -> RankedPod | None:
-        """The pod with the smallest current key, taken out of the heap."""
-        heap, owner, epoch = self.heap, self.owner, self.node_epoch
-        while heap:
-            key = heapq.heappop(heap)
-            pod = owner[key]
-            if pod.live != key:
-                continue  # a stale entry: the pod was re-keyed or taken
-            pod.live = None
-            node = pod.facts.node_name
-            if pod.sync != epoch[node]:  # its rank fell since it was keyed
-                pod.sync = epoch[node]
-                pod.rank = self.per_node[node]
-                self.keys.assign((pod,))
-                self._push(pod)
+    def _sync(self, batch: int) -> tuple[list[RankedPod], TieGroup | None]:
+        """The `batch` first pods; the level the cut splits is ordered exactly."""
+        taken: list[RankedPod] = []
+        self.consumed = []
+        while len(taken) < batch and self.queue:
+            level = heapq.heappop(self.queue)
+            self.queued.discard(level)
+            pods = self._pods_at(level)
+            if not pods:
                 continue
-            return pod
-        return None
-
-    def _push(self, pod: RankedPod) -> None:
-        self.owner[pod.key] = pod
-        pod.live = pod.key
-        heapq.heappush(self.heap, pod.key)
-
-    def _refresh_members(self, taken: list[RankedPod], touched: set[str]) -> None:
-        """Re-key the class members whose class may have changed in the last sync.
-
-        A class (see `_Keys`) is the pods of one rules 1-5 group ready at one instant; it
-        changes when a member is deleted or a member's rank changes. Only the members
-        ready at such an instant are re-keyed, so a sync costs what it changed.
-        """
-        if not self.members_at:
-            return
-        instants = {pod.facts.ready_time_ns for pod in taken}
-        for node in touched:
-            instants.update(p.facts.ready_time_ns for p in self.members_on.get(node, ()))
-        epoch, per_node = self.node_epoch, self.per_node
-        for instant in instants:
-            members = [p for p in self.members_at.get(instant, ()) if p.sync != _GONE]
-            if not members:
+            self.consumed.append(level)
+            if len(taken) + len(pods) <= batch:
+                taken.extend(pods)
                 continue
-            for pod in members:
-                node = pod.facts.node_name
-                pod.sync = epoch[node]
-                pod.rank = per_node[node]
-            self.keys.assign(members)
-            self.keys.assign_classes(members)
-            for pod in members:
-                if pod.live is not None and pod.live != pod.key:
-                    self._push(pod)
+            self._enqueue(level)  # the rest of it comes first next time
+            exact = _sort_group_exactly(pods, self.keys.now_ns)
+            group = TieGroup(members=exact, removed=batch - len(taken))
+            taken.extend(exact[:group.removed])
+            return taken, group
+        return taken, None
+
+    def _pods_at(self, level: int) -> list[RankedPod]:
+        """The pods of a level, keyed as of now and in key order."""
+        group, rank = level >> 32, _RANK_MAX - (level & _RANK_MAX)
+        nodes = self.nodes_at.get(group, {}).get(rank)
+        if not nodes:
+            return []
+        on_node = self.on_node
+        pods = [pod for node in nodes for pod in on_node[(group, node)]]
+        keys, now_ns = self.keys, self.keys.now_ns
+        # Keys without the rank field: every pod here has the same, and levels are taken
+        # in rules 1-5 order, so the rest of the key orders the level alone.
+        if keys.uid_keys is None and now_ns is not None:
+            for pod in pods:  # the hot loop: the facts' memo inlined (see PodFacts.base_key)
+                pod.rank = rank
+                facts = pod.facts
+                memo = facts.memo
+                pod.key = (memo[2] if memo is not None and memo[0] <= now_ns < memo[1]
+                           else facts.base_key(now_ns))
+        else:
+            uid_keys = keys.uid_keys
+            for pod in pods:
+                pod.rank = rank
+                pod.key = pod.facts.base_key(
+                    now_ns, None if uid_keys is None else uid_keys[pod.facts.uid])
+        if self.class_ids:
+            members = [pod for pod in pods if id(pod) in self.class_ids]
+            if members:
+                keys.assign_classes(members)
+        pods.sort(key=_KEY)
+        return pods
+
+    def _delete(self, taken: list[RankedPod]) -> None:
+        """Take the deleted pods out, then move their nodes to their lower ranks."""
+        gone = set(map(id, taken))
+        on_node = self.on_node
+        for place in {(pod.facts.rules_1_to_4, pod.facts.node_name) for pod in taken}:
+            left = [pod for pod in on_node[place] if id(pod) not in gone]
+            if left:
+                on_node[place] = left
+                continue
+            del on_node[place]
+            group, node = place
+            self.groups_on[node].discard(group)
+            self._forget(group, self.per_node[node], node)
+        before = {node: self.per_node[node] for node in map(_NODE, map(_FACTS, taken))}
+        for node in _discount(taken, self.per_node, self.counted):
+            old, new = before[node], self.per_node[node]
+            for group in self.groups_on.get(node, ()):
+                self._forget(group, old, node)
+                ranks = self.nodes_at.setdefault(group, {})
+                if new not in ranks:
+                    ranks[new] = set()
+                    self._enqueue(self._level(group, new))
+                ranks[new].add(node)
+
+    def _enqueue(self, level: int) -> None:
+        if level not in self.queued:
+            self.queued.add(level)
+            heapq.heappush(self.queue, level)
+
+    def _forget(self, group: int, rank: int, node: str) -> None:
+        ranks = self.nodes_at[group]
+        nodes = ranks.get(rank)
+        if nodes is not None:
+            nodes.discard(node)
+            if not nodes:
+                del ranks[rank]  # its queue entry finds nothing and is dropped
 
     def _rest(self) -> list[RankedPod]:
-        """The pods still in the heap, keyed as of this sync and sorted."""
-        rest = [pod for pod in self.pods if pod.live is not None]
-        epoch, per_node = self.node_epoch, self.per_node
-        stale = [pod for pod in rest if pod.sync != epoch[pod.facts.node_name]]
-        for pod in stale:
-            pod.rank = per_node[pod.facts.node_name]
-        self.keys.assign(stale)
-        return sorted(rest, key=_KEY)
+        """The pods the last sync left alone (beyond its tie group), keyed and sorted."""
+        consumed = set(self.consumed)
+        levels = sorted(self._level(group, rank) for group, ranks in self.nodes_at.items()
+                        for rank in ranks)
+        rest = []
+        for level in levels:
+            if level not in consumed:
+                rest.extend(self._pods_at(level))
+        return rest
 
 
 def deciding_rule(victim: RankedPod, survivor: RankedPod) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter, not_
 from typing import Any
 
 from .policy import Policy, ScaleDownPolicy
@@ -62,17 +64,45 @@ def placements(policy: Policy, node_lookup: NodeLookup) -> Callable[[RankedPod],
     return place
 
 
-def protection(policy: Policy, node_lookup: NodeLookup) -> Callable[[RankedPod], bool]:
-    """A predicate: does this pod run on a protected pool? (Decided once per node.)"""
-    by_node: dict[str, bool] = {}
+class Protection(dict[str, bool]):
+    """Does a pod run on a protected pool? Decided once per node name (pods share nodes)."""
 
-    def protected(pod: RankedPod) -> bool:
-        node = pod.facts.node_name
-        found = by_node.get(node)
-        if found is None:
-            found = by_node[node] = placement(policy, node_lookup, pod).protected
+    def __init__(self, policy: Policy, node_lookup: NodeLookup) -> None:
+        super().__init__()
+        self.policy, self.node_lookup = policy, node_lookup
+        self._last: tuple[list[RankedPod], int, list[bool]] | None = None
+
+    def __missing__(self, node_name: str) -> bool:
+        node = self.node_lookup(node_name) if node_name else None
+        found = self[node_name] = bool(node_name) and self.policy.is_protected(
+            self.policy.pool_of_node(node))
         return found
-    return protected
+
+    def __call__(self, pod: RankedPod) -> bool:
+        return self[pod.facts.node_name]
+
+    def flags(self, pods: list[RankedPod]) -> list[bool]:
+        """`self(pod)` for each pod, at C speed once every node is known.
+
+        The flags of the longest list asked about are kept: the verdict and the safe
+        replica count both read the prediction's whole order.
+        """
+        last = self._last
+        if last is not None and last[0] is pods and last[1] == len(pods):
+            return last[2]
+        flags = list(map(self.__getitem__, map(_NODE_NAME, pods)))
+        if last is None or len(pods) >= last[1]:  # keep the longest: the whole order
+            self._last = (pods, len(pods), flags)
+        return flags
+
+
+_NODE_NAME = attrgetter("facts.node_name")
+_COST = attrgetter("facts.deletion_cost")
+
+
+def protection(policy: Policy, node_lookup: NodeLookup) -> Protection:
+    """A predicate: does this pod run on a protected pool? (Decided once per node.)"""
+    return Protection(policy, node_lookup)
 
 
 def worst_case_victims(prediction: ScalePrediction,
@@ -81,25 +111,35 @@ def worst_case_victims(prediction: ScalePrediction,
     uncertain = {id(p) for g in prediction.tie_groups for p in g.members}
     worst = [p for p in prediction.victims if id(p) not in uncertain]
     for group in prediction.tie_groups:
-        protected_first = sorted(group.members, key=lambda p: not is_protected(p))
+        members = group.members
+        flags = (is_protected.flags(members) if isinstance(is_protected, Protection)
+                 else list(map(is_protected, members)))
+        # Protected members first, each side in the group's order (a stable partition).
+        protected_first = (list(compress(members, flags))
+                           + list(compress(members, map(not_, flags))))
         worst.extend(protected_first[: group.removed])
     return worst
 
 
-def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLookup) -> Verdict:
-    """Judge `prediction`: violations name victims, rule and fix; enforcement sets `allowed`."""
+def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLookup,
+             protected: Protection | None = None) -> Verdict:
+    """Judge `prediction`: violations name victims, rule and fix; enforcement sets `allowed`.
+
+    `protected`: the pool lookup to use (and share with later reads of the prediction).
+    """
     rules = policy.scale_down
     verdict = Verdict(allowed=True, enforcement=rules.enforcement,
                       warnings=list(prediction.notes))
     if not prediction.victims:
         return verdict
     place = placements(policy, node_lookup)
-    protected = protection(policy, node_lookup)
+    if protected is None:
+        protected = protection(policy, node_lookup)
     worst = worst_case_victims(prediction, protected)
     worst_ids = set(map(id, worst))
-    everyone = prediction.victims + prediction.survivors
-    flags = list(map(protected, everyone))
-    lost_protected = list(filter(protected, worst))
+    everyone = _everyone(prediction)
+    flags = protected.flags(everyone)
+    lost_protected = [p for p, flag in zip(worst, protected.flags(worst), strict=True) if flag]
     surviving_other = [p for p, flag in zip(everyone, flags, strict=True)
                        if not flag and id(p) not in worst_ids]
     certain = set(map(id, prediction.victims)) == worst_ids
@@ -137,6 +177,15 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
     return verdict
 
 
+def _everyone(prediction: ScalePrediction) -> list[RankedPod]:
+    """Victims then survivors: the prediction's order when it is exactly that list."""
+    order = prediction.order
+    if order is not None and len(order) == len(prediction.victims) + len(
+            prediction.survivors):
+        return order
+    return prediction.victims + prediction.survivors
+
+
 def _required_text(rules: ScaleDownPolicy, replicas: int) -> str:
     """How many pods minProtectedReplicas asks for at `replicas`, and why, in words."""
     required = rules.required_protected(replicas)
@@ -155,7 +204,8 @@ def _add_cost_hint(verdict: Verdict, lost: list[RankedPod], kept: list[RankedPod
     if not lost or not kept:
         return
     cheapest_lost = min(p.deletion_cost for p in lost)
-    blocking = [p for p in kept if p.deletion_cost >= cheapest_lost]
+    blocking = [p for p, cost in zip(kept, map(_COST, kept), strict=True)
+                if cost >= cheapest_lost]
     by_hand = [p for p in blocking if p.facts.cost_by_hand]
     stale = [p for p in blocking if not p.facts.cost_by_hand]
     if by_hand:
