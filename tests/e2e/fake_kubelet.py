@@ -174,10 +174,17 @@ class FakeKubelet:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--workers", type=int, default=8,
+                        help="concurrent API calls (bench-scale raises it: each call waits "
+                        "seconds on a loaded API server)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    FakeKubelet(config.new_client_from_config(args.kubeconfig)).run()
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=args.kubeconfig, client_configuration=configuration)
+    # one connection per worker (the pool is sized when the ApiClient is made)
+    configuration.connection_pool_maxsize = max(args.workers, 10)
+    FakeKubelet(client.ApiClient(configuration), workers=args.workers).run()
     return 0
 
 

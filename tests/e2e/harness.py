@@ -190,16 +190,17 @@ class Environment:
                 f"system:serviceaccount:poolguard:{account}", token=token))
         self.start_serve()
 
-    def start_serve(self) -> None:
+    def start_serve(self, ready_timeout: float = 90, access_log: bool = True) -> None:
+        """`serve` live; `access_log` False runs it as the manifests do (bench-scale)."""
         home = self.run_dir / "poolguard"
         self.serve = self.plane.spawn("poolguard-serve", [
             PY, "-m", "webhook", "serve",
             "--kubeconfig", str(home / "poolguard-webhook.kubeconfig"),
             "--policy", str(self.policy_file), "--cert", str(home / "certs" / "tls.crt"),
             "--key", str(home / "certs" / "tls.key"), "--host", "127.0.0.1",
-            "--port", str(self.webhook_port), "--access-log"])
+            "--port", str(self.webhook_port), *(["--access-log"] if access_log else [])])
         wait_for("poolguard serve /readyz", lambda: self.webhook_get("/readyz")[0] == 200,
-                 timeout=90)
+                 timeout=ready_timeout)
 
     def stop_serve(self) -> None:
         self.plane.stop_process("poolguard-serve")
