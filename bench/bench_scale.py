@@ -352,7 +352,7 @@ class Bench:
     def reconciler(self) -> None:
         env = self.env
         began = time.monotonic()
-        env.start_reconciler()
+        env.start_reconciler(ready_timeout=max(min(300.0, self.left() - 180), 30.0))
         leading = time.monotonic() - began
         log_file = self.plane.run_dir / "logs" / "poolguard-reconcile.log"
 
@@ -472,13 +472,20 @@ def run(settings: Settings) -> int:
         bench.env.api.configuration.connection_pool_maxsize = 16
         bench.bootstrap()
         bench.burst(workloads(settings))
+        # Each step on its own: one that fails is reported and the next still runs.
         steps: list[tuple[str, Callable[[], None]]] = [
-            ("serve restart", bench.restart_serve), ("reconciler", bench.reconciler),
-            ("scale checks", bench.scale_checks)]
+            ("serve restart", bench.restart_serve), ("scale checks", bench.scale_checks),
+            ("reconciler", bench.reconciler)]
+        failed = 0
         for name, step in steps:
             log(f"{name} (load average {load_average()}, {bench.left():.0f} s left)")
-            step()
-        return 0
+            try:
+                step()
+            except Exception as err:  # reported as a figure; the next step still runs
+                failed += 1
+                record(f"scale: {name}", f"FAILED: {type(err).__name__}: {err}"[:300],
+                       "completes", False)
+        return 1 if failed else 0
     finally:
         signal.alarm(0)
         log("stopping the control plane and poolguard")

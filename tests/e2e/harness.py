@@ -218,7 +218,7 @@ class Environment:
         except urllib.error.HTTPError as err:
             return err.code, err.read().decode()
 
-    def start_reconciler(self) -> None:
+    def start_reconciler(self, ready_timeout: float = 60) -> None:
         if self.reconciler is not None and self.reconciler.alive():
             return
         home = self.run_dir / "poolguard"
@@ -236,7 +236,7 @@ class Environment:
                                  "poolguard-reconciler")
             return lease["spec"].get("holderIdentity", "").startswith("e2e-reconciler")
 
-        wait_for("the reconciler to hold its Lease", leading, timeout=60)
+        wait_for("the reconciler to hold its Lease", leading, timeout=ready_timeout)
 
     def stop_reconciler(self) -> None:
         self.plane.stop_process("poolguard-reconcile")
