@@ -109,22 +109,34 @@ class FakeKubelet:
                 time.sleep(0.5)
 
     def _list_and_watch(self) -> None:
-        listed = json.loads(self.core.list_pod_for_all_namespaces(_preload_content=False).data)
-        for pod in listed["items"]:
-            self.submit(pod)
-        version = listed["metadata"]["resourceVersion"]
-        response = self.core.list_pod_for_all_namespaces(
-            watch=True, resource_version=version, allow_watch_bookmarks=True,
-            timeout_seconds=120, _preload_content=False, _request_timeout=(5, 150))
-        try:
-            for line in response:
-                event = json.loads(line)
-                if event["type"] == "ERROR":
-                    return  # 410 Gone and friends: list again
-                if event["type"] in ("ADDED", "MODIFIED"):
-                    self.submit(event["object"])
-        finally:
-            response.release_conn()
+        version = self._list()
+        while True:  # a watch that timed out resumes where it was; only an ERROR relists
+            response = self.core.list_pod_for_all_namespaces(
+                watch=True, resource_version=version, allow_watch_bookmarks=True,
+                timeout_seconds=120, _preload_content=False, _request_timeout=(5, 150))
+            try:
+                for line in response:
+                    event = json.loads(line)
+                    if event["type"] == "ERROR":
+                        return  # 410 Gone and friends: list again
+                    version = event["object"]["metadata"]["resourceVersion"]
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        self.submit(event["object"])
+            finally:
+                response.release_conn()
+
+    def _list(self) -> str:
+        """List every pod in pages (one unpaged LIST of 20,000 pods outlives the API
+        server's 60 s request timeout on a loaded machine); the list's resourceVersion."""
+        token = None
+        while True:
+            page = json.loads(self.core.list_pod_for_all_namespaces(
+                limit=500, _continue=token, _preload_content=False).data)
+            for pod in page["items"]:
+                self.submit(pod)
+            token = page["metadata"].get("continue")
+            if not token:
+                return str(page["metadata"]["resourceVersion"])
 
     def submit(self, pod: dict[str, Any]) -> None:
         meta, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
