@@ -50,10 +50,12 @@ from scale_plan import (  # noqa: E402
     Settings,
     SettingsError,
     Workload,
+    bucket_range,
     count_of,
     counter_sum,
     delta,
     histograms,
+    load_range,
     node_pools,
     percentile_ms,
     quantile,
@@ -282,7 +284,7 @@ class Bench:
         outcome = "all" if ready >= total else f"ONLY {ready:,} of"
         record("scale: cluster loaded",
                f"{outcome} {total:,} pods Ready on {nodes:,} nodes in {elapsed:.0f} s "
-               f"(load average {loads[0]} -> {' / '.join(loads[1:])})",
+               f"(1-minute load average {load_range(loads)} while it ran)",
                f"all {total:,} within BENCH_SCALE_TIMEOUT", ready >= total)
         for key, what in (("active", "pods created (ReplicaSet statuses, every 5 s)"),
                           ("created", "pods created (POST pods 201, ReplicaSet controller)"),
@@ -315,8 +317,8 @@ class Bench:
                    "p99 <= 50 ms (issue 14 item 2)" if bound else "informative",
                    None if bound is None or p99 is None else p99 <= bound)
             record(f"scale: {endpoint} latency seen by the API server",
-                   f"{count_of(seen):,} calls, p50 {ms(quantile(seen, 0.5))}, p99 "
-                   f"{ms(quantile(seen, 0.99))} (its buckets: 5/25/100/500 ms)", "informative")
+                   f"{count_of(seen):,} calls, p50 in {bucket_range(seen, 0.5)}, p99 in "
+                   f"{bucket_range(seen, 0.99)} (its coarse buckets)", "informative")
         failed_open = (counter_sum(api_after, "apiserver_admission_webhook_fail_open_count")
                        - counter_sum(api_before, "apiserver_admission_webhook_fail_open_count"))
         record(f"scale: admissions failed open ({', '.join(endpoints)})",
@@ -367,9 +369,10 @@ class Bench:
         passed = time.monotonic() - began
         assert env.reconciler is not None
         text, _ = memory_text(env.reconciler.popen.pid)
-        record("scale: reconcile started until it led and its first full pass was done",
-               f"Lease in {leading:.1f} s, pass done at {passed:.1f} s: {summary} "
-               f"(load average {load_average()})", "informative")
+        record("scale: reconcile started until it led and had evaluated every pod",
+               f"Lease in {leading:.1f} s, every pod evaluated at {passed:.1f} s: {summary} "
+               f"(queued pods are patched next, at its --qps; load average "
+               f"{load_average()})", "informative")
         record("scale: reconcile memory", text, "informative")
 
     # -- 4. scale checks --

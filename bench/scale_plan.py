@@ -182,6 +182,26 @@ def quantile(buckets: Iterable[tuple[float, float]], q: float) -> float | None:
     return lower_bound
 
 
+def bucket_range(buckets: Iterable[tuple[float, float]], q: float) -> str:
+    """The bounds of the bucket holding rank q * count, as "0.1-0.5 s" ("> 25 s" for +Inf;
+    "" without observations): what a coarse histogram really says about a quantile."""
+    rows = sorted(buckets)
+    if not rows or rows[-1][1] <= 0:
+        return ""
+    rank, lower = q * rows[-1][1], 0.0
+    for bound, count in rows:
+        if count >= rank:
+            return f"> {lower:g} s" if math.isinf(bound) else f"{lower:g}-{bound:g} s"
+        lower = bound
+    return f"> {lower:g} s"
+
+
+def load_range(loads: Iterable[str]) -> str:
+    """The spread of the 1-minute load averages sampled ("9.5-20.6")."""
+    ones = [float(load.split()[0]) for load in loads]
+    return f"{min(ones):.1f}-{max(ones):.1f}" if ones else "n/a"
+
+
 def count_of(buckets: Buckets) -> int:
     """Observations in a histogram (its +Inf bucket)."""
     return int(buckets[-1][1]) if buckets else 0

@@ -23,9 +23,11 @@ from scale_plan import (  # noqa: E402
     DEPLOYMENT_SIZE,
     Settings,
     SettingsError,
+    bucket_range,
     counter_sum,
     delta,
     histograms,
+    load_range,
     node_pools,
     percentile_ms,
     quantile,
@@ -154,3 +156,16 @@ def test_percentiles_of_timings_are_nearest_rank_in_milliseconds() -> None:
     assert percentile_ms(timings, 0.5) == pytest.approx(50)
     assert percentile_ms(timings, 0.99) == pytest.approx(99)
     assert percentile_ms([0.2], 0.99) == pytest.approx(200)
+
+
+def test_coarse_histograms_report_the_bucket_a_quantile_falls_in() -> None:
+    buckets = [(0.005, 10.0), (0.025, 40.0), (0.1, 90.0), (float("inf"), 100.0)]
+    assert bucket_range(buckets, 0.5) == "0.025-0.1 s"
+    assert bucket_range(buckets, 0.05) == "0-0.005 s"
+    assert bucket_range(buckets, 0.99) == "> 0.1 s"
+    assert bucket_range([(0.005, 0.0), (float("inf"), 0.0)], 0.5) == ""
+
+
+def test_load_range_spans_the_one_minute_averages() -> None:
+    assert load_range(["15.45 14.80 10.52", "9.46 12.48 11.33", "20.59 17.58 14.17"]) == \
+        "9.5-20.6"
