@@ -118,7 +118,15 @@ def test_the_installed_policy_is_the_one_judged(cluster: tuple[FakeKubeAPI, Path
     put_policy(api, "pools: []\n")
     broken = plugin(kubeconfig, "plan", "deploy/llm-serve", "--replicas", "2")
     assert broken.returncode == 2
-    assert "configmap-poolguard-poolguard-policy.yaml: pools:" in broken.stderr
+    # named where a user can fix it: the ConfigMap and its key, not a scratch file
+    assert broken.stderr.startswith(
+        "error: ConfigMap poolguard/poolguard-policy (key policy.yaml): pools:"), broken.stderr
+    assert "kubectl-poolguard-" not in broken.stderr
+    put_policy(api, "pools: [\n")
+    unparsable = plugin(kubeconfig, "plan", "deploy/llm-serve", "--replicas", "2")
+    assert unparsable.returncode == 2
+    assert unparsable.stderr.startswith("error: ConfigMap poolguard/poolguard-policy (key "
+                                        "policy.yaml): line 2"), unparsable.stderr
 
 
 @pytest.mark.parametrize(("args", "message"), [

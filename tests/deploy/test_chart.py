@@ -92,6 +92,17 @@ def is_hook(obj: dict[str, Any]) -> bool:
     return "helm.sh/hook" in obj["metadata"].get("annotations", {})
 
 
+RENEWAL = "poolguard-certs-renewal"
+RENEWAL_OBJECTS = {(kind, RENEWAL) for kind in ("ServiceAccount", "Role", "RoleBinding",
+                                               "ClusterRole", "ClusterRoleBinding", "CronJob")}
+
+
+def is_chart_only(obj: dict[str, Any]) -> bool:
+    """The objects only the chart has: its certificate hook (kustomize users run
+    `python -m certs` themselves) and the renewal CronJob that runs the same command."""
+    return is_hook(obj) or (obj["kind"], obj["metadata"]["name"]) in RENEWAL_OBJECTS
+
+
 def container(objects: list[dict[str, Any]], deployment: str) -> dict[str, Any]:
     return find(objects, "Deployment", deployment)["spec"]["template"]["spec"]["containers"][0]
 
@@ -164,8 +175,8 @@ def kustomized(overlay: str) -> list[dict[str, Any]]:
     ("self-signed", []), ("cert-manager", [CHART / "ci" / "cert-manager-values.yaml"])])
 def test_default_chart_renders_the_kustomize_objects(overlay: str, values: list[Path]) -> None:
     chart = {(o["kind"], o["metadata"]["name"]): _normalize(o)
-             for o in render(*values, sets=("createNamespace=true",)) if not is_hook(o)
-             or o["kind"] == "Namespace"}
+             for o in render(*values, sets=("createNamespace=true",))
+             if not is_chart_only(o) or o["kind"] == "Namespace"}
     base = {(o["kind"], o["metadata"]["name"]): _normalize(o) for o in kustomized(overlay)}
     namespace = chart[("Namespace", "poolguard")]
     for key in [k for k in namespace["metadata"]["annotations"] if k.startswith("helm.sh/")]:
@@ -190,6 +201,55 @@ def test_chart_only_objects_are_the_certificate_hook() -> None:
     assert phases == {"poolguard-certs-secret": "pre-install,pre-upgrade",
                       "poolguard-certs-ca-bundle": "post-install,post-upgrade"}
     assert not [o for o in render(CHART / "ci" / "cert-manager-values.yaml") if is_hook(o)]
+
+
+def test_chart_only_objects_besides_the_hook_are_the_renewal_cronjob() -> None:
+    """What the equality test with kustomize leaves out, and only with self-signed
+    certificates and renewal on (the default)."""
+    assert kinds([o for o in render() if is_chart_only(o) and not is_hook(o)]) == RENEWAL_OBJECTS
+    for off in (render(CHART / "ci" / "cert-manager-values.yaml"),
+                render(sets=("certificates.selfSigned.renewal.enabled=false",))):
+        assert not {(o["kind"], o["metadata"]["name"]) for o in off} & RENEWAL_OBJECTS
+
+
+def test_renewal_cronjob_runs_the_hook_command_with_only_the_rights_it_needs() -> None:
+    """The CronJob runs the pre-install hook's `certs sync` (same names and lifetimes), plus
+    the caBundle write; its ServiceAccount can read and update the two Secrets and patch the
+    two webhook configurations, nothing else (no create, no other Secret)."""
+    objects = render(CHART / "ci" / "custom-values.yaml")
+    cronjob = find(objects, "CronJob", RENEWAL)
+    assert cronjob["spec"]["schedule"] == "0 */6 * * *"
+    assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == RENEWAL
+    main = pod["containers"][0]
+    hook = find(objects, "Job", "poolguard-certs-secret")["spec"]["template"]["spec"]
+    assert main["command"] == hook["containers"][0]["command"] == ["python", "-m", "certs"]
+    assert main["args"] == [*hook["containers"][0]["args"], "--webhook-configuration",
+                            "poolguard"]
+    assert main["image"] == hook["containers"][0]["image"]
+    assert main["securityContext"] == hook["containers"][0]["securityContext"]
+    args = certs_parser().parse_args(main["args"])
+    assert (args.namespace, args.service, args.secret, args.days, args.ca_bundle_only) == (
+        "gpu-guard", "guard", "guard-tls", 30, False)
+
+    role = find(objects, "Role", RENEWAL)
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["secrets"],
+                              "resourceNames": ["guard-tls", "guard-tls-ca"],
+                              "verbs": ["get", "update"]}]
+    cluster_role = find(objects, "ClusterRole", RENEWAL)
+    assert cluster_role["rules"] == [{
+        "apiGroups": ["admissionregistration.k8s.io"],
+        "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+        "resourceNames": ["poolguard"], "verbs": ["get", "patch"]}]
+    for kind, ref in (("RoleBinding", "Role"), ("ClusterRoleBinding", "ClusterRole")):
+        binding = find(objects, kind, RENEWAL)
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": ref,
+                                      "name": RENEWAL}
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RENEWAL,
+                                        "namespace": "gpu-guard"}]
+    # not a hook: it stays for the release's life
+    assert not [o for o in objects if is_hook(o) and o["metadata"]["name"] == RENEWAL]
 
 
 def test_values_policy_is_the_example_policy() -> None:

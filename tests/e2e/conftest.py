@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.controlplane import DEFAULT_BIN, ControlPlane
-from tests.e2e.harness import Environment
+from tests.e2e.harness import Environment, service_cidr
 
 RESULTS = "results.json"
 
@@ -45,7 +45,7 @@ def env() -> Iterator[Environment]:
     run_dir = _run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
     plane = ControlPlane(run_dir, bin_dir=Path(os.environ.get("E2E_BIN", DEFAULT_BIN)),
-                         keep=_keep())
+                         keep=_keep(), service_cidr=service_cidr())
     try:
         plane.start()
         environment = Environment(plane, keep=_keep())
@@ -63,10 +63,15 @@ def env() -> Iterator[Environment]:
 # --- the summary line ----------------------------------------------------------------------
 
 _outcomes: dict[str, str] = {}
+SCENARIO_MODULES = ("test_scenarios.py", "test_helm.py")
+
+
+def _is_scenario(nodeid: str) -> bool:
+    return nodeid.split("::")[0].endswith(SCENARIO_MODULES)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if "test_scenarios.py" not in report.nodeid:
+    if not _is_scenario(report.nodeid):
         return
     # a failed setup/call/teardown sticks; a passed call replaces "not run"
     if (report.when == "call" or report.outcome != "passed") and _outcomes.get(
@@ -76,7 +81,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if "test_scenarios.py" in item.nodeid:
+        if _is_scenario(item.nodeid):
             _outcomes.setdefault(item.nodeid, "not run")
 
 

@@ -208,6 +208,10 @@ class ControlPlane:
     processes: dict[str, Process] = field(default_factory=dict)
     apiserver_port: int = 0
     etcd_port: int = 0
+    # The Services' ClusterIP range. On loopback (e.g. 127.0.100.0/24) a ClusterIP routes to
+    # this machine, so the API server reaches a webhook registered by Service reference
+    # (the Helm install) at a process listening on that ClusterIP: no kube-proxy needed.
+    service_cidr: str = "10.0.0.0/24"
     # API rate limits of the controller-manager and the scheduler (bench/bench_scale.py
     # raises them: at 30,000 pods the defaults here would take most of the run)
     client_qps: int = 200
@@ -328,7 +332,7 @@ class ControlPlane:
             f"--tls-private-key-file={pki / 'apiserver.key'}",
             f"--client-ca-file={pki / 'ca.crt'}",
             "--authorization-mode=Node,RBAC",
-            "--service-cluster-ip-range=10.0.0.0/24",
+            f"--service-cluster-ip-range={self.service_cidr}",
             "--service-account-issuer=https://kubernetes.default.svc",
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",

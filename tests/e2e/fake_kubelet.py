@@ -91,6 +91,15 @@ def pod_status(pod: Mapping[str, Any], *, phase: str = "Running", ready: bool = 
     return status
 
 
+def to_start(pod: Mapping[str, Any]) -> bool:
+    """Bound, never started, not terminating, and not left to the differential driver."""
+    meta, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
+    return bool(spec.get("nodeName") and not status.get("startTime")
+                and status.get("phase", "Pending") == "Pending"
+                and not meta.get("deletionTimestamp")
+                and (meta.get("labels") or {}).get(MANUAL_LABEL) != "true")
+
+
 class FakeKubelet:
     """List+watch all pods; start bound ones, force-delete terminating ones."""
 
@@ -139,16 +148,13 @@ class FakeKubelet:
                 return str(page["metadata"]["resourceVersion"])
 
     def submit(self, pod: dict[str, Any]) -> None:
-        meta, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
-        if meta.get("deletionTimestamp"):
+        if pod["metadata"].get("deletionTimestamp"):
             action = self.force_delete
-        elif (spec.get("nodeName") and not status.get("startTime")
-              and status.get("phase", "Pending") == "Pending"
-              and (meta.get("labels") or {}).get(MANUAL_LABEL) != "true"):
+        elif to_start(pod):
             action = self.start
         else:
             return
-        key = f"{meta['uid']}/{action.__name__}"
+        key = f"{pod['metadata']['uid']}/{action.__name__}"
         with self.lock:
             if key in self.busy:
                 return
@@ -168,12 +174,27 @@ class FakeKubelet:
             with self.lock:
                 self.busy.discard(key)
 
-    def start(self, pod: dict[str, Any]) -> None:
-        meta = pod["metadata"]
-        self.core.patch_namespaced_pod_status(
-            meta["name"], meta["namespace"],
-            {"metadata": {"uid": meta["uid"]}, "status": pod_status(pod)},
-            _content_type=STRATEGIC)
+    def start(self, pod: dict[str, Any], attempts: int = 10) -> None:
+        """Mark the pod Running, only if it is still the version that asked for it: an
+        event handled late (the pool is busy) must not overwrite a status someone wrote
+        since, or start a pod that is terminating by now. On a conflict, decide again on
+        the pod as it is now."""
+        for _ in range(attempts):
+            meta = pod["metadata"]
+            try:
+                self.core.patch_namespaced_pod_status(
+                    meta["name"], meta["namespace"],
+                    {"metadata": {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]},
+                     "status": pod_status(pod)},
+                    _content_type=STRATEGIC)
+                return
+            except ApiException as err:
+                if err.status != 409:
+                    raise
+            pod = json.loads(self.core.read_namespaced_pod(
+                meta["name"], meta["namespace"], _preload_content=False).data)
+            if pod["metadata"]["uid"] != meta["uid"] or not to_start(pod):
+                return
 
     def force_delete(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import random
 import ssl
 import subprocess
 import sys
@@ -35,6 +36,17 @@ POOL_LABEL = "node.usage"
 NODES = {"inference": 3, "hybrid": 3, "training": 2}
 COSTS = {"inference": 1000, "hybrid": -100, "training": 0}  # the shipped policy
 COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+
+
+def service_cidr() -> str:
+    """The Services' ClusterIP range: on loopback, so the API server reaches a webhook
+    Service's ClusterIP on this machine (tests/e2e/helm.py); the rest of the tier never uses
+    them. A random /24 of 127.0.0.0/8 (E2E_SERVICE_CIDR to choose one), so two runs on one
+    machine hardly ever hand out the same ClusterIP:port."""
+    return os.environ.get("E2E_SERVICE_CIDR") or (
+        f"127.{random.randint(100, 254)}.{random.randint(0, 255)}.0/24")
+
+
 FAKE_KUBELET_RBAC = """\
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -189,6 +201,14 @@ class Environment:
                 self.plane.server, self.plane.pki / "ca.crt",
                 f"system:serviceaccount:poolguard:{account}", token=token))
         self.start_serve()
+
+    def uninstall_poolguard(self) -> None:
+        """Stop `serve` and the reconciler and delete what install_poolguard applied (the
+        Helm chart makes the same cluster-scoped objects)."""
+        self.stop_serve()
+        self.stop_reconciler()
+        self.kubectl("delete", "--ignore-not-found", "--wait=false", "-f",
+                     str(self.run_dir / "poolguard" / "poolguard.yaml"), check=True)
 
     def start_serve(self, ready_timeout: float = 90, access_log: bool = True) -> None:
         """`serve` live; `access_log` False runs it as the manifests do (bench-scale)."""

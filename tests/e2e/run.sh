@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}
 tests/e2e/build.sh
+# tests/e2e/test_helm.py installs the chart with the helm mk/chart.mk builds (once, cached).
+PATH=$PATH:/usr/local/go/bin make --no-print-directory -s helm
 export POOLGUARD_E2E=1
 export E2E_RUN_DIR=${E2E_RUN_DIR:-$HOME/.cache/poolguard-e2e/runs/$(date -u +%Y%m%d-%H%M%S)-$$}
 mkdir -p "$E2E_RUN_DIR"
@@ -18,6 +20,8 @@ echo "e2e: run directory $E2E_RUN_DIR (component logs in logs/)"
 status=0
 # shellcheck disable=SC2086
 "$PY" -m pytest -p no:cacheprovider -o addopts= -q -rfE ${PYTEST_ARGS:-} \
-    tests/e2e/test_scenarios.py tests/e2e/test_differential.py || status=$?
+    tests/e2e/test_scenarios.py tests/e2e/test_fake_kubelet.py tests/e2e/test_differential.py \
+    tests/e2e/test_helm.py \
+    || status=$?
 "$PY" -m tests.e2e.summary "$E2E_RUN_DIR" || status=$?
 exit "$status"

@@ -240,17 +240,22 @@ def test_service_costs_new_pods_and_follows_node_relabels(api: FakeKubeAPI,
     assert events[0]["reason"] == "DeletionCostSet"
 
 
+def resyncs_of(service: Any) -> float:
+    """The resync counter as /metrics reports it (prometheus' public sample API)."""
+    return service.metrics.registry.get_sample_value("poolguard_reconciler_resyncs_total") or 0
+
+
 def test_service_makes_no_writes_on_an_unchanged_cluster(api: FakeKubeAPI,
                                                          kubeconfig: str) -> None:
     seed_pods(api)
     options = Options(**{**FAST.__dict__, "resync_seconds": 0.1})
     with running(kubeconfig, options) as service:
-        wait_until(lambda: service.metrics.resyncs._value.get() >= 1, message="first resync")
+        wait_until(lambda: resyncs_of(service) >= 1, message="first resync")
         wait_until(lambda: pod_writes(api) == 2 and len(service.queue) == 0, message="settle")
         api.modify("Pod", "ml", "on-inf",  # status churn must not cause writes
                    lambda pod: pod["status"].update(phase="Running", podIP="10.0.0.9"))
-        resyncs = service.metrics.resyncs._value.get()
-        wait_until(lambda: service.metrics.resyncs._value.get() >= resyncs + 3,
+        resyncs = resyncs_of(service)
+        wait_until(lambda: resyncs_of(service) >= resyncs + 3,
                    message="three more resyncs")
     assert pod_writes(api) == 2
 
@@ -301,8 +306,9 @@ def test_takeover_after_release_and_after_expiry(api: FakeKubeAPI, kubeconfig: s
 def test_metrics_and_healthz_endpoints(api: FakeKubeAPI, kubeconfig: str) -> None:
     seed_pods(api)
     with running(kubeconfig, FAST) as service:
-        patched = service.metrics.patches.labels("patched")
-        wait_until(lambda: patched._value.get() == 2, message="two patches")
+        wait_until(lambda: service.metrics.registry.get_sample_value(
+            "poolguard_reconciler_patches_total", {"result": "patched"}) == 2,
+            message="two patches")
         server = serve_http(0, service.metrics, service.health, host="127.0.0.1")
         port = server.server_address[1]
         try:

@@ -25,6 +25,8 @@ from pathlib import Path
 from kubernetes.config import ConfigException, kube_config
 
 from ..cluster.kubeclient import api_client_from, describe_error, request_json
+from ..cluster.state import parse_policy_text
+from ..core.policy import PolicyError
 from ..errors import ApiError, InputError, NotFoundError
 from .argtypes import OneLineErrors
 
@@ -167,6 +169,10 @@ def installed_policy(args: argparse.Namespace, scratch: Path) -> str | None:
     text = (configmap.get("data") or {}).get("policy.yaml")
     if text is None:
         raise PluginError(f"ConfigMap {where} has no key policy.yaml")
+    try:  # checked here, so an error names the ConfigMap, not the scratch copy
+        parse_policy_text(text, f"ConfigMap {where} (key policy.yaml)")
+    except PolicyError as err:
+        raise PluginError(f"{err} (fix the ConfigMap, or pass --policy FILE)") from None
     path = scratch / f"configmap-{args.poolguard_namespace}-{POLICY_CONFIGMAP}.yaml"
     path.write_text(text, encoding="utf-8")
     return str(path)

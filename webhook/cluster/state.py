@@ -41,13 +41,18 @@ def read_documents(path: str | Path, what: str) -> list[Any]:
         raise StateError(f"{what} file {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as err:
         raise StateError(f"{what} file {path}: cannot read it: {err}") from None
+    return parse_documents(text, f"{what} file {path}")
+
+
+def parse_documents(text: str, source: str) -> list[Any]:
+    """All YAML/JSON documents in `text`, with errors that name `source` and the line."""
     try:
         return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or str(err)
-        raise StateError(f"{what} file {path}:{where}: not valid YAML or JSON: {problem}") from None
+        raise StateError(f"{source}:{where}: not valid YAML or JSON: {problem}") from None
 
 
 def load_state(path: str | Path) -> Snapshot:
@@ -127,10 +132,22 @@ def load_policy(path: str | Path | None) -> Policy:
         documents = read_documents(path, "policy")
     except StateError as err:
         raise PolicyError(str(err)) from None
+    return _one_policy(documents, f"policy file {path}")
+
+
+def parse_policy_text(text: str, source: str) -> Policy:
+    """The policy in `text` (e.g. a ConfigMap's key); errors name `source` and the field."""
+    try:
+        documents = parse_documents(text, source)
+    except StateError as err:
+        raise PolicyError(str(err)) from None
+    return _one_policy(documents, source)
+
+
+def _one_policy(documents: list[Any], source: str) -> Policy:
     if len(documents) != 1:
-        raise PolicyError(f"policy file {path}: expected one YAML document, found "
-                          f"{len(documents)}")
-    return parse_policy(documents[0], source=f"policy file {path}")
+        raise PolicyError(f"{source}: expected one YAML document, found {len(documents)}")
+    return parse_policy(documents[0], source=source)
 
 
 class PolicyHolder:

@@ -103,3 +103,11 @@ seccompProfile:
 {{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled (it selects those Services)" -}}
 {{- end -}}
 {{- end -}}
+
+{{/* `python -m certs sync` arguments shared by the hook Jobs and the renewal CronJob. */}}
+{{- define "poolguard.certsSyncArgs" -}}
+- sync
+{{- range (list "--namespace" (include "poolguard.namespace" .) "--service" (include "poolguard.serviceName" .) "--secret" .Values.certificates.secretName "--days" (toString .Values.certificates.selfSigned.days) "--ca-days" (toString .Values.certificates.selfSigned.caDays)) }}
+- {{ . | quote }}
+{{- end }}
+{{- end -}}
