@@ -79,3 +79,13 @@ e2e: $(STAMP) ## end-to-end tests on a local control plane built from k8s.io/kub
 
 e2e-down: ## stop a cluster left running by E2E_KEEP=1 (E2E_RUN_DIR=...)
 	$(PY) -m tests.e2e.controlplane down $(E2E_RUN_DIR)
+
+# Not part of `make bench`: it builds a 30,000-pod cluster and takes 15-40 minutes (README).
+BENCH_SCALE_RESULTS ?= .bench-scale.jsonl
+.PHONY: bench-scale
+bench-scale: $(STAMP) ## poolguard on the e2e control plane, 30,000 pods on 1,000 fake nodes (long)
+	tests/e2e/build.sh
+	rm -f $(BENCH_SCALE_RESULTS)
+	status=0; BENCH_RESULTS=$(abspath $(BENCH_SCALE_RESULTS)) $(PY) bench/bench_scale.py || status=$$?; \
+		if [ -s $(BENCH_SCALE_RESULTS) ]; then $(PY) bench/table.py $(BENCH_SCALE_RESULTS); fi; \
+		exit $$status

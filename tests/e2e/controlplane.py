@@ -212,6 +212,10 @@ class ControlPlane:
     # this machine, so the API server reaches a webhook registered by Service reference
     # (the Helm install) at a process listening on that ClusterIP: no kube-proxy needed.
     service_cidr: str = "10.0.0.0/24"
+    # API rate limits of the controller-manager and the scheduler (bench/bench_scale.py
+    # raises them: at 30,000 pods the defaults here would take most of the run)
+    client_qps: int = 200
+    client_burst: int = 400
 
     @property
     def pki(self) -> Path:
@@ -364,7 +368,7 @@ class ControlPlane:
             f"--service-account-private-key-file={self.pki / 'sa.key'}",
             f"--root-ca-file={self.pki / 'ca.crt'}",
             "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
-            "--kube-api-qps=200", "--kube-api-burst=400",
+            f"--kube-api-qps={self.client_qps}", f"--kube-api-burst={self.client_burst}",
             "--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
             "--concurrent-statefulset-syncs=10", "--v=1"])
 
@@ -374,7 +378,8 @@ class ControlPlane:
         config.write_text(json.dumps({
             "apiVersion": "kubescheduler.config.k8s.io/v1",
             "kind": "KubeSchedulerConfiguration",
-            "clientConnection": {"kubeconfig": kubeconfig, "qps": 200, "burst": 400},
+            "clientConnection": {"kubeconfig": kubeconfig, "qps": self.client_qps,
+                                 "burst": self.client_burst},
             "leaderElection": {"leaderElect": False},
         }))
         self.spawn("kube-scheduler", [

@@ -118,22 +118,34 @@ class FakeKubelet:
                 time.sleep(0.5)
 
     def _list_and_watch(self) -> None:
-        listed = json.loads(self.core.list_pod_for_all_namespaces(_preload_content=False).data)
-        for pod in listed["items"]:
-            self.submit(pod)
-        version = listed["metadata"]["resourceVersion"]
-        response = self.core.list_pod_for_all_namespaces(
-            watch=True, resource_version=version, allow_watch_bookmarks=True,
-            timeout_seconds=120, _preload_content=False, _request_timeout=(5, 150))
-        try:
-            for line in response:
-                event = json.loads(line)
-                if event["type"] == "ERROR":
-                    return  # 410 Gone and friends: list again
-                if event["type"] in ("ADDED", "MODIFIED"):
-                    self.submit(event["object"])
-        finally:
-            response.release_conn()
+        version = self._list()
+        while True:  # a watch that timed out resumes where it was; only an ERROR relists
+            response = self.core.list_pod_for_all_namespaces(
+                watch=True, resource_version=version, allow_watch_bookmarks=True,
+                timeout_seconds=120, _preload_content=False, _request_timeout=(5, 150))
+            try:
+                for line in response:
+                    event = json.loads(line)
+                    if event["type"] == "ERROR":
+                        return  # 410 Gone and friends: list again
+                    version = event["object"]["metadata"]["resourceVersion"]
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        self.submit(event["object"])
+            finally:
+                response.release_conn()
+
+    def _list(self) -> str:
+        """List every pod in pages (one unpaged LIST of 20,000 pods outlives the API
+        server's 60 s request timeout on a loaded machine); the list's resourceVersion."""
+        token = None
+        while True:
+            page = json.loads(self.core.list_pod_for_all_namespaces(
+                limit=500, _continue=token, _preload_content=False).data)
+            for pod in page["items"]:
+                self.submit(pod)
+            token = page["metadata"].get("continue")
+            if not token:
+                return str(page["metadata"]["resourceVersion"])
 
     def submit(self, pod: dict[str, Any]) -> None:
         if pod["metadata"].get("deletionTimestamp"):
@@ -195,10 +207,17 @@ class FakeKubelet:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--workers", type=int, default=8,
+                        help="concurrent API calls (bench-scale raises it: each call waits "
+                        "seconds on a loaded API server)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    FakeKubelet(config.new_client_from_config(args.kubeconfig)).run()
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=args.kubeconfig, client_configuration=configuration)
+    # one connection per worker (the pool is sized when the ApiClient is made)
+    configuration.connection_pool_maxsize = max(args.workers, 10)
+    FakeKubelet(client.ApiClient(configuration), workers=args.workers).run()
     return 0
 
 

@@ -210,16 +210,17 @@ class Environment:
         self.kubectl("delete", "--ignore-not-found", "--wait=false", "-f",
                      str(self.run_dir / "poolguard" / "poolguard.yaml"), check=True)
 
-    def start_serve(self) -> None:
+    def start_serve(self, ready_timeout: float = 90, access_log: bool = True) -> None:
+        """`serve` live; `access_log` False runs it as the manifests do (bench-scale)."""
         home = self.run_dir / "poolguard"
         self.serve = self.plane.spawn("poolguard-serve", [
             PY, "-m", "webhook", "serve",
             "--kubeconfig", str(home / "poolguard-webhook.kubeconfig"),
             "--policy", str(self.policy_file), "--cert", str(home / "certs" / "tls.crt"),
             "--key", str(home / "certs" / "tls.key"), "--host", "127.0.0.1",
-            "--port", str(self.webhook_port), "--access-log"])
+            "--port", str(self.webhook_port), *(["--access-log"] if access_log else [])])
         wait_for("poolguard serve /readyz", lambda: self.webhook_get("/readyz")[0] == 200,
-                 timeout=90)
+                 timeout=ready_timeout)
 
     def stop_serve(self) -> None:
         self.plane.stop_process("poolguard-serve")
@@ -237,7 +238,7 @@ class Environment:
         except urllib.error.HTTPError as err:
             return err.code, err.read().decode()
 
-    def start_reconciler(self) -> None:
+    def start_reconciler(self, ready_timeout: float = 60) -> None:
         if self.reconciler is not None and self.reconciler.alive():
             return
         home = self.run_dir / "poolguard"
@@ -255,7 +256,7 @@ class Environment:
                                  "poolguard-reconciler")
             return lease["spec"].get("holderIdentity", "").startswith("e2e-reconciler")
 
-        wait_for("the reconciler to hold its Lease", leading, timeout=60)
+        wait_for("the reconciler to hold its Lease", leading, timeout=ready_timeout)
 
     def stop_reconciler(self) -> None:
         self.plane.stop_process("poolguard-reconcile")
