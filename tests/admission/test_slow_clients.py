@@ -321,3 +321,21 @@ def test_shutdown_closes_idle_kept_alive_connections_at_once(tmp_path) -> None:
         for conn in idle:
             assert conn.sock.recv(1) == b""  # closed by the server
     assert took < 10, f"shutdown took {took:.1f}s"
+
+
+def test_a_connection_dialled_but_not_yet_used_stays_usable(server: Server) -> None:
+    """Go's transport parks a connection it dialled for a request another connection
+    served, and sends a later review on it; closed after a few seconds, that review
+    failed open (`broken pipe` under `make bench-scale`). It waits like an idle
+    kept-alive connection instead (past the 5 s header deadline)."""
+    connection = http.client.HTTPSConnection(server.host, server.port, timeout=15,
+                                             context=server.client_context())
+    connection.connect()  # handshake done, no request yet
+    try:
+        time.sleep(7)
+        status, _, answer = request(server, "POST", "/mutate-pods", good_pod_review(),
+                                    connection=connection)
+    finally:
+        connection.close()
+    assert status == 200
+    assert json.loads(answer)["response"]["allowed"]

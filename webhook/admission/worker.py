@@ -6,9 +6,12 @@ a socket and a few kilobytes, not a thread. What a client controls is bounded in
 - the TLS handshake must finish within `HANDSHAKE_SECONDS`;
 - once the first byte of a request has arrived, its request line and headers must arrive
   within `HEAD_SECONDS`, and its body within `BODY_SECONDS`;
-- a new connection must start its first request within `HEAD_SECONDS` of the handshake;
-- a kept-alive connection may sit idle between requests for `IDLE_SECONDS` (longer than
-  client-go's 90 s, so the API server, not poolguard, closes idle connections).
+- a connection may sit idle before its first request and between requests for
+  `IDLE_SECONDS` (longer than client-go's 90 s, so the API server, not poolguard, closes
+  idle connections). Go's transport parks a connection it dialled for a request that
+  another connection served; closing it early made the API server's next POST on it fail
+  (`broken pipe`, not retried: the webhook call fails open), as `make bench-scale` showed.
+  An idle TLS connection costs the same whether it has served a request or not.
 
 The body is read here, before the app runs, so a slow or broken body never reaches Flask:
 malformed chunked framing gets a 400, a body over the limit a 413, a body too slow a 408,
@@ -132,11 +135,10 @@ class Deadlines:
     def __init__(self) -> None:
         self.head = gevent.Timeout(HEAD_SECONDS, Deadline("request headers"))
         self.body = gevent.Timeout(BODY_SECONDS, Deadline("request body"))
-        self.first = gevent.Timeout(HEAD_SECONDS, Deadline("idle"))
         self.idle = gevent.Timeout(IDLE_SECONDS, Deadline("idle"))
 
     def close(self) -> None:
-        for timer in (self.head, self.body, self.first, self.idle):
+        for timer in (self.head, self.body, self.idle):
             timer.close()
 
 
@@ -325,12 +327,10 @@ class DeadlineWorker(GeventWorker):
         parser = AdmissionParser(self.plain_cfg, conn, addr)
         listener_name = listener.getsockname()
         deadlines = Deadlines()
-        idle_limit = deadlines.first  # a new connection must start its request promptly
         try:
             while self.alive:
-                if not self._wait_for_request(conn, parser, idle_limit):
+                if not self._wait_for_request(conn, parser, deadlines.idle):
                     return
-                idle_limit = deadlines.idle
                 deadlines.head.start()
                 try:
                     req = next(parser)
