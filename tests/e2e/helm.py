@@ -262,7 +262,9 @@ class LocalPod:
             self.root.with_suffix(".kubeconfig"))
         argv = [*(self.container.get("command") or image_entrypoint()),
                 *self.container.get("args", [])]
-        argv = [self.local_path(a) for a in local_argv(argv)]
+        # Mount paths are mapped in the container's argv only: this interpreter may itself live
+        # under a mounted path (a checkout in /tmp, where the chart mounts an emptyDir).
+        argv = local_argv([self.local_path(a) for a in argv])
         self.process = self.env.plane.spawn(
             f"helm-{self.name}", [*argv, "--kubeconfig", str(kubeconfig), *self.network_args],
             env=env)
