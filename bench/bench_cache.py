@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))  # for tests.support
 sys.path.insert(0, str(ROOT / "bench"))
 
 from baseline import BASELINE_COMMIT  # noqa: E402
+from fake_api import serve_fake_api  # noqa: E402
 from results import record  # noqa: E402
 
 from webhook.cluster.live import FREEZE_EVERY  # noqa: E402
@@ -116,21 +117,6 @@ def realistic_pod(index: int) -> dict:
     return pod
 
 
-def serve_fake_api(pods: int, kubeconfig: Path) -> subprocess.Popen:
-    """The fake API server with `pods` realistic pods, in its own process."""
-    code = (
-        f"import sys, time; sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'bench')!r}]\n"
-        "from tests.support.kubeapi import FakeKubeAPI\nimport bench_cache\n"
-        "api = FakeKubeAPI().start()\n"
-        f"api.put(*(bench_cache.realistic_pod(i) for i in range({pods})))\n"
-        f"api.write_kubeconfig({str(kubeconfig)!r})\nprint('ready', flush=True)\n"
-        "sys.stdin.read()\n")
-    process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    assert process.stdout is not None and process.stdout.readline().strip() == "ready"
-    return process
-
-
 def rss_mb() -> float:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
@@ -210,7 +196,7 @@ def main() -> None:
           f"managedFields), fake API server; old = webhook/live.py at {BASELINE_COMMIT}")
     with tempfile.TemporaryDirectory() as tmp:
         kubeconfig = Path(tmp) / "kubeconfig"
-        server = serve_fake_api(args.pods, kubeconfig)
+        server = serve_fake_api(kubeconfig, realistic_pods=args.pods)
         try:
             new, old = measure("new", kubeconfig), measure("old", kubeconfig)
         finally:

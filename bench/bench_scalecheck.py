@@ -12,7 +12,6 @@ server's CPU per request. Loopback only; every run is bounded in time.
 from __future__ import annotations
 
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +26,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_core import cluster_objects  # noqa: E402
 from bench_server import session_cpu_ms  # noqa: E402
+from fake_api import serve_fake_api  # noqa: E402
 from results import record  # noqa: E402
 
 from tests.support import factories as f  # noqa: E402
@@ -97,23 +97,6 @@ def measure(url: str, ca: Path, pid: int, mode: str) -> None:
                    "informative: reads its own pods only (compare the 10,000-pod rows)", None)
 
 
-def fake_api(items: list[dict], kubeconfig: Path) -> subprocess.Popen:
-    """The fake API server holding `items`, in its own process."""
-    source = kubeconfig.with_suffix(".objects.yaml")
-    source.write_text(yaml.dump(items, Dumper=yaml.CSafeDumper))
-    code = (
-        f"import sys, yaml; sys.path[:0] = [{str(ROOT)!r}]\n"
-        "from tests.support.kubeapi import FakeKubeAPI\n"
-        "api = FakeKubeAPI().start()\n"
-        f"api.put(*yaml.load(open({str(source)!r}), Loader=yaml.CSafeLoader))\n"
-        f"api.write_kubeconfig({str(kubeconfig)!r})\nprint('ready', flush=True)\n"
-        "sys.stdin.read()\n")
-    process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    assert process.stdout is not None and process.stdout.readline().strip() == "ready"
-    return process
-
-
 def main() -> None:
     items = objects()
     print(f"scale checks through HTTPS: {BIG:,}-pod and {SMALL:,}-pod Deployments in one "
@@ -128,7 +111,7 @@ def main() -> None:
             wait_ready(url, ca)
             measure(url, ca, process.pid, "state file")
         kubeconfig = directory / "kubeconfig"
-        api = fake_api(items, kubeconfig)
+        api = serve_fake_api(kubeconfig, items)
         try:
             with running_server(directory / "live", "--kubeconfig", str(kubeconfig),
                                 ready_timeout=READY_WITHIN) as (url, ca, process):

@@ -18,7 +18,13 @@ import yaml
 from certs.pki import generate_serving_cert
 from tests.support import factories as f
 from tests.support import reviews
-from tests.support.serving import free_port, running_server, worker_pids
+from tests.support.serving import (
+    free_port,
+    request,
+    running_server,
+    served_like_make_run,
+    worker_pids,
+)
 from webhook.cluster.state import EXAMPLE_STATE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,6 +149,28 @@ def test_killed_worker_is_replaced_and_requests_keep_being_answered(tmp_path):
     # connections that were inside the killed worker fail; the API server's failurePolicy
     # covers those few; everything after the replacement is answered
     assert load.failed <= 8, load.failures
+
+
+def test_workers_exit_without_a_traceback(tmp_path):
+    """A worker that ends (restarted on SIGTERM, or at shutdown) as `make run` starts it
+    logs its exit and nothing else: no `_removeHandlerRef` traceback from the
+    interpreter's teardown under gevent."""
+    with served_like_make_run(tmp_path) as server:
+        [pid] = worker_pids(server.process.pid)
+        os.kill(pid, signal.SIGTERM)  # gunicorn starts a new worker
+        deadline = time.monotonic() + 20
+        while worker_pids(server.process.pid) in ([], [pid]):
+            assert time.monotonic() < deadline, server.log.read_text()
+            time.sleep(0.1)
+        deadline = time.monotonic() + 20
+        while request(server, "GET", "/healthz", timeout=5)[0] != 200:
+            assert time.monotonic() < deadline, server.log.read_text()
+            time.sleep(0.1)
+        os.killpg(server.process.pid, signal.SIGTERM)
+        assert server.process.wait(timeout=30) == 0
+    log = server.log.read_text()
+    assert log.count("Worker exiting") == 2, log
+    assert "Traceback" not in log and "Exception ignored" not in log, log
 
 
 def run_serve(*args: str) -> subprocess.CompletedProcess:

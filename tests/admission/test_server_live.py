@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import threading
+import base64
+import json
 import time
 
 import pytest
@@ -14,6 +15,15 @@ from tests.support import reviews
 from tests.support.kubeapi import FakeKubeAPI
 from tests.support.serving import running_server
 from webhook.cluster.state import EXAMPLE_STATE
+from webhook.core.deletion_cost import (
+    DELETION_COST_ANNOTATION as COST,
+)
+from webhook.core.deletion_cost import (
+    MANAGED_COST_ANNOTATION as MANAGED,
+)
+from webhook.core.deletion_cost import (
+    POOL_ANNOTATION as POOL,
+)
 
 STATE = yaml.safe_load(EXAMPLE_STATE.read_text())["items"]
 
@@ -112,17 +122,36 @@ def test_fail_closed_denies_unchecked_scale_downs(tmp_path, api):
 
 
 def test_binding_that_outruns_the_pod_watch_event_still_gets_its_cost(tmp_path, api):
+    """The scheduler binds a pod our watch has not delivered yet (a busy worker during a
+    burst): the pod is read from the API server at once, and a cost someone else set on
+    it is still kept."""
     kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
     with running_server(tmp_path, "--kubeconfig", str(kubeconfig), workers=1) as (url, ca, _):
         session = session_for(ca)
         assert wait_for(lambda: session.get(url + "/readyz", timeout=5).status_code == 200)
-        late = f.pod("just-created", node_name=None)
-        timer = threading.Timer(0.05, api.put, args=(late,))
-        timer.start()  # the pod reaches the API 50 ms after the scheduler's Binding is sent
-        response = session.post(url + "/mutate-bindings", timeout=5, json=reviews.binding(
-            "just-created", "gpu-hyb-1")).json()["response"]
-        timer.join()
-        assert "patch" in response
-        missing = session.post(url + "/mutate-bindings", timeout=5, json=reviews.binding(
-            "never-created", "gpu-hyb-1")).json()["response"]
-        assert missing["allowed"] is True and "patch" not in missing
+        # The pod watch reconnects only after 20 s: the pods below reach the API, not us.
+        api.slow(20.0, count=1, method="GET", path_contains="/api/v1/pods")
+        api.drop_watches()
+        api.put(f.pod("just-created", node_name=None),
+                f.pod("hand-costed", node_name=None, cost="7"))
+
+        def unchanged(response: dict) -> bool:
+            return response["allowed"] is True and "patch" not in response
+
+        def bind(name: str) -> dict:
+            return session.post(url + "/mutate-bindings", timeout=5, json=reviews.binding(
+                name, "gpu-hyb-1")).json()["response"]
+
+        answer = bind("just-created")
+        patch = json.loads(base64.b64decode(answer["patch"]))
+        assert {"op": "add", "path": "/metadata/annotations",
+                "value": {COST: "-100", MANAGED: "-100", POOL: "hybrid"}} in patch
+        assert unchanged(bind("hand-costed"))  # a cost someone else set is kept
+        assert unchanged(bind("never-created"))
+        reads = [r for r in api.requests if r.path == "/api/v1/namespaces/ml/pods"]
+        assert [r.query["fieldSelector"] for r in reads] == [
+            "metadata.name=just-created", "metadata.name=hand-costed",
+            "metadata.name=never-created"]  # one read each, for pods not in the cache
+        api.fail(503, path_contains="/api/v1/namespaces/ml/pods")
+        assert unchanged(bind("just-created"))  # left to the
+        api.clear_faults()  # reconciler when the API cannot say

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from collections.abc import Iterator
@@ -15,9 +16,11 @@ import yaml
 from tests.support import factories as f
 from tests.support.kubeapi import FakeKubeAPI, items_of, wait_until
 from webhook.cli.main import main
+from webhook.cluster import live
 from webhook.cluster.kubeclient import KubeConfigError, api_client_from
 from webhook.cluster.live import LiveCluster, read_snapshot
 from webhook.cluster.state import EXAMPLE_STATE, load_state, snapshot_to_list
+from webhook.core.cluster import IndexedClusterView
 
 
 @pytest.fixture
@@ -117,6 +120,29 @@ def test_relists_when_the_resource_version_is_gone(api: FakeKubeAPI, cluster: Li
     wait_until(lambda: pod_names(cluster) == ["b", "c"], message="relisted pods")
     assert cluster.sync_status()["resources"]["pods"]["lists"] == 2
     assert deleted == ["a"]
+
+
+def test_a_continue_token_that_expires_mid_list_starts_the_list_over(
+        api: FakeKubeAPI, cluster: LiveCluster, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """410 Gone on a later page (the server compacted past the list's resourceVersion):
+    the list starts again from the first page, in pages, and the cache ends up equal to
+    the server, without the pod deleted after the first page was read."""
+    monkeypatch.setattr(live, "LIST_PAGE", 2)
+    caplog.set_level(logging.INFO, logger="poolguard.live")
+    api.put(*(f.pod(name) for name in "abcde"))
+    api.slow(1.0, count=2, method="GET", path_contains="/api/v1/pods")  # pages 1 and 2
+    cluster.start()
+    wait_until(lambda: any("continue" in r.query for r in api.requests), message="page 2 asked")
+    api.delete("Pod", "ml", "a")  # was on page 1
+    api.put(f.pod("z"))
+    api.compact()  # the second page's token is now too old
+    assert cluster.wait_for_sync(10)
+    assert pod_names(cluster) == ["b", "c", "d", "e", "z"]
+    lists = [r for r in api.requests if r.path == "/api/v1/pods" and "watch" not in r.query]
+    assert [r.status for r in lists] == [200, 410, 200, 200, 200]
+    assert all(r.query.get("limit") == "2" for r in lists)  # paged, never one unpaged list
+    assert "continue token expired; listing again from the first page" in caplog.text
 
 
 def test_dropped_watch_resumes_without_relisting(api: FakeKubeAPI,
@@ -305,3 +331,23 @@ def test_label_index_follows_adds_label_changes_deletes_and_relists(
     wait_until(lambda: cluster.pod("ml", "b") is None, message="b gone after the relist")
     assert indexed(selectors[1]) == scanned(selectors[1]) == ["a", "d"]
     assert [p.name for p in cluster.pod_facts_selected("ml", selectors)] == ["a", "d"]
+    assert isinstance(cluster, IndexedClusterView)  # the core reads it through the index
+
+
+def test_fetch_pod_reads_one_pod_past_the_cache_in_one_bounded_attempt(
+        api: FakeKubeAPI, cluster: LiveCluster) -> None:
+    """What a binding review does for a pod its watch has not delivered yet."""
+    started(cluster)
+    api.put(f.pod("fresh", cost="7"))
+    fetched = cluster.fetch_pod("ml", "fresh")
+    assert fetched is not None and fetched["kind"] == "Pod"
+    assert fetched["metadata"]["annotations"]["controller.kubernetes.io/pod-deletion-cost"] == "7"
+    assert cluster.fetch_pod("ml", "absent") is None
+    assert cluster.fetch_pod("elsewhere", "fresh") is None
+    api.reset_log()
+    api.slow(3.0, path_contains="/api/v1/namespaces/ml/pods")
+    began = time.monotonic()
+    with pytest.raises(Exception, match="timed out"):
+        cluster.fetch_pod("ml", "fresh", timeout=0.3)
+    assert time.monotonic() - began < 2.0  # urllib3 would have retried a GET 3 more times
+    assert len([r for r in api.requests if r.path == "/api/v1/namespaces/ml/pods"]) == 1

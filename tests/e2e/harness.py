@@ -86,6 +86,23 @@ class Result:
                 f"stderr:\n{self.stderr}")
 
 
+POOL_SIZE = 32  # connections kept to the API server: the bench and scenarios run threads
+
+
+def api_client(kubeconfig: Path, pool_size: int = POOL_SIZE) -> client.ApiClient:
+    """A client for `kubeconfig` that keeps up to `pool_size` connections.
+
+    urllib3 builds its pool when the ApiClient is created: the size must be in the
+    Configuration before that (setting it on the client's configuration afterwards
+    changes nothing, and threads beyond the default 5 per CPU reconnect every time).
+    """
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration,
+                            persist_config=False)
+    configuration.connection_pool_maxsize = pool_size
+    return client.ApiClient(configuration)
+
+
 @dataclass
 class Environment:
     """Everything a scenario touches."""
@@ -98,8 +115,7 @@ class Environment:
     api: client.ApiClient = field(init=False)
 
     def __post_init__(self) -> None:
-        self.api = config.new_client_from_config(str(self.plane.kubeconfig()))
-        self.api.configuration.connection_pool_maxsize = 32
+        self.api = api_client(self.plane.kubeconfig())
         self.core = client.CoreV1Api(self.api)
         self.apps = client.AppsV1Api(self.api)
 

@@ -4,7 +4,8 @@ It speaks enough of the API for poolguard's clients (the official `kubernetes` c
 pointed at it with a kubeconfig or `Configuration(host=...)`):
 
 - GET list, cluster-wide (`/api/v1/pods`) or namespaced (`/api/v1/namespaces/NS/pods`),
-  with `labelSelector` and simple `fieldSelector` (`a.b=v`, `a.b!=v`); items are sorted
+  with `labelSelector` and simple `fieldSelector` (`a.b=v`, `a.b!=v`), paged by `limit` and
+  `continue`; items are sorted
   by namespace/name and, like the real server, carry no `kind`/`apiVersion`;
 - GET one object; POST create (`generateName` too); PUT update with optimistic
   concurrency (409 on a stale `metadata.resourceVersion`); DELETE;
@@ -24,7 +25,8 @@ validatingwebhookconfigurations (admissionregistration.k8s.io/v1). One global re
 counter orders every change, as etcd's revision does.
 
 Test hooks: `put` / `modify` / `delete` / `get` / `objects` (changes made while the
-server is stopped are kept and replayed), `compact()` (force 410), `gone_as_http`,
+server is stopped are kept and replayed), `compact()` (force 410, to watches and to the
+`continue` tokens of paged lists begun before it), `gone_as_http`,
 `drop_watches()` / `open_watches()`, `stop()` / `start()` / `restart()` (same port,
 state kept), `fail()` and `slow()` (for `seconds` or `count` requests, optionally only
 one method or path), `clear_faults()`, the request log (`writes()` / `write_count()` by
@@ -449,11 +451,17 @@ class FakeKubeAPI:
                   if (target.namespace is None or key[0] == target.namespace)
                   and _selected(store[key], selectors)]
         metadata = {"resourceVersion": str(self._rv)}
-        if query.get("limit"):  # pages: `continue` is the offset into the sorted keys
-            start = int(query.get("continue") or 0)
+        if query.get("limit"):  # pages: `continue` is "<list's resourceVersion>:<offset>"
+            list_rv, start = self._rv, 0
+            if query.get("continue"):
+                list_rv, start = (int(part) for part in query["continue"].split(":"))
+                if list_rv < self._floor:  # compacted away since the first page
+                    raise ApiError(410, "Expired", "The provided continue parameter is too old "
+                                   "to display a consistent list result. You can start a new "
+                                   "list without the continue parameter.")
             end = start + int(query["limit"])
             if end < len(chosen):
-                metadata["continue"] = str(end)
+                metadata["continue"] = f"{list_rv}:{end}"
             chosen = chosen[start:end]
         items = []
         for obj in chosen:

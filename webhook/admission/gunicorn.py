@@ -10,9 +10,12 @@ measurements.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import logging
+import os
 import ssl
+import sys
 import tempfile
 import threading
 import time
@@ -133,6 +136,7 @@ class GunicornServer(BaseApplication):
             "limit_request_field_size": 16384,
             "post_fork": _post_fork,
             "child_exit": _child_exit,
+            "worker_exit": _worker_exit,
             "worker_tmp_dir": tempfile.gettempdir(),
             "proc_name": "poolguard-webhook",
         }
@@ -180,6 +184,41 @@ def _child_exit(_server: Any, worker: Any) -> None:
     from . import metrics
 
     metrics.worker_exited(worker.pid)
+
+
+def _worker_exit(_server: Any, worker: Any) -> None:
+    """End a worker process here, once its logs are flushed: `os._exit`, as
+    multiprocessing ends its forked children.
+
+    Left to the interpreter's teardown, a worker freed the objects it holds (some kept
+    alive until then by gc.freeze) after gevent's modules were already cleared; a
+    logging handler among them then locked logging's gevent-patched lock and printed a
+    `_removeHandlerRef ... 'NoneType' object is not callable` traceback at every worker
+    exit. Nothing a worker owns needs that teardown: the master marks its metrics dead
+    (child_exit) and the kernel closes its sockets. gunicorn also calls this hook in the
+    master for a worker it found gone: there it does nothing.
+    """
+    if os.getpid() != worker.pid:
+        return
+    logging.shutdown()  # flush every handler, as the interpreter's exit would
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(_exit_status(sys.exc_info()[1]))  # called while gunicorn's SystemExit unwinds
+
+
+def _exit_status(exc: BaseException | None) -> int:
+    """The status `exc` would have exited the interpreter with (SystemExit's rules)."""
+    if exc is None:
+        return 0
+    if not isinstance(exc, SystemExit):
+        return 1
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    print(exc.code, file=sys.stderr)
+    return 1
 
 
 def build_runtime(args: argparse.Namespace) -> Any:

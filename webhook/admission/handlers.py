@@ -72,7 +72,7 @@ class Context:
     # Why the cluster view cannot be trusted right now (stale cache), or None.
     view_problem: Callable[[], str | None] = lambda: None
     fail_closed: bool = False  # deny scale-downs when the view cannot be trusted
-    # Looks a pod up; a live runtime waits briefly for a pod its watch has not seen yet.
+    # Looks a pod up; a live runtime reads one its watch has not delivered yet from the API.
     find_pod: Callable[[str, str], Mapping[str, Any] | None] | None = None
 
 

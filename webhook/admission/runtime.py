@@ -22,8 +22,9 @@ class Settings:
     max_staleness_seconds: float = 120.0  # a cache older than this is not trusted
     fail_closed: bool = False  # when the cache is not trusted: deny (True) or allow scale-downs
     policy_check_seconds: float = 5.0  # how often the policy file is checked for changes
-    # A Binding can reach us before the pod's watch event: wait this long for the pod.
-    pod_wait_seconds: float = 0.25
+    # A Binding can reach us before the pod's watch event: the pod is then read from the
+    # API server, with this bound on connecting and on the answer (one attempt).
+    pod_read_seconds: float = 1.0
 
 
 class Runtime:
@@ -52,17 +53,26 @@ class Runtime:
                        find_pod=self.find_pod)
 
     def find_pod(self, namespace: str, name: str) -> Any:
-        """The pod from the view; a live view gets a moment to catch up with a new pod."""
+        """The pod from the view; one the watch has not delivered yet, from the API server.
+
+        A Binding is sent once the scheduler saw the pod, so the API server has it even
+        when our watch lags behind (a burst of creations on a busy node): one bounded
+        read instead of waiting for the watch. None when the read fails or is slow: the
+        binding is then allowed unchanged and the reconciler sets the cost.
+        """
         pod = self.view.pod(namespace, name)
         if pod is not None or self.watched is None:
-            return pod  # a state file never changes: no point waiting
+            return pod  # a state file never changes: nothing more to read
         if self.view_problem():
-            return None  # a watch that is down will not deliver it in time either
-        deadline = time.monotonic() + self.settings.pod_wait_seconds
-        while pod is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-            pod = self.view.pod(namespace, name)
-        return pod
+            return None  # the API server is unreachable or the cache unsynced
+        try:
+            return self.watched.fetch_pod(namespace, name, self.settings.pod_read_seconds)
+        except Exception as err:  # any failure: answer now, the reconciler repairs
+            from ..cluster.kubeclient import describe_error  # the live mode's client only
+
+            log.info("pod %s/%s is not cached and could not be read: %s", namespace, name,
+                     describe_error(err))
+            return None
 
     def view_problem(self) -> str | None:
         """Why the cluster view cannot be trusted now, or None (a state file always can)."""

@@ -93,12 +93,15 @@ def server_of(api: client.ApiClient) -> str:
 def request_json(api: client.ApiClient, method: str, path: str, *,
                  query: Mapping[str, Any] | None = None, body: Any = None,
                  content_type: str | None = None,
-                 timeout: tuple[float, float] = REQUEST_TIMEOUT) -> dict[str, Any]:
+                 timeout: tuple[float, float] = REQUEST_TIMEOUT,
+                 retry: bool = True) -> dict[str, Any]:
     """One API request; the decoded JSON answer, or ApiError for a non-2xx status.
 
     Connection failures raise urllib3's exceptions (urllib3.exceptions.HTTPError).
+    urllib3 retries a failed connection, and a GET that timed out, up to three times;
+    `retry=False` makes one attempt, so the call is over within `timeout`.
     """
-    response = _send(api, method, path, query, body, content_type, timeout)
+    response = _send(api, method, path, query, body, content_type, timeout, retry)
     try:
         data = response.data
     finally:
@@ -136,7 +139,7 @@ def iter_json_lines(response: urllib3.BaseHTTPResponse) -> Iterator[dict[str, An
 
 def _send(api: client.ApiClient, method: str, path: str, query: Mapping[str, Any] | None,
           body: Any, content_type: str | None,
-          timeout: tuple[float, float]) -> urllib3.BaseHTTPResponse:
+          timeout: tuple[float, float], retry: bool = True) -> urllib3.BaseHTTPResponse:
     headers = {"Accept": "application/json"}
     if body is not None:
         headers["Content-Type"] = content_type or "application/json"
@@ -144,6 +147,11 @@ def _send(api: client.ApiClient, method: str, path: str, query: Mapping[str, Any
                                  query_params=list((query or {}).items()) or None,
                                  header_params=headers, body=body,
                                  auth_settings=["BearerToken"])
+    if not retry and body is None:  # straight to urllib3, which takes a retry setting
+        url, headers = params[1], params[2]
+        return api.rest_client.pool_manager.request(
+            method, url, headers=headers, retries=False, preload_content=False,
+            timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]))
     try:
         return api.call_api(*params, _request_timeout=timeout).response
     except ApiException as err:  # raised for TLS errors and unpreparable bodies

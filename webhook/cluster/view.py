@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from ..core.cluster import ClusterView
@@ -25,4 +26,10 @@ class WatchedView(ClusterView, Protocol):
 
     def sync_status(self) -> dict[str, Any]:
         """Per-resource sync details for /readyz."""
+        ...
+
+    def fetch_pod(self, namespace: str, name: str,
+                  timeout: float = 1.0) -> Mapping[str, Any] | None:
+        """The pod read from the API server past the cache (one bounded request), or
+        None if the server has no such pod; raises when the read fails."""
         ...
