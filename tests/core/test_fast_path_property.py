@@ -131,7 +131,7 @@ def check_against_reference(fast: Deletion, pods: list[dict], related: list[dict
         assert certain <= chosen, "a pod that rules 1-5 put before the cut survived"
         assert chosen - certain <= tied, "a victim from beyond the tie group"
         if batch < len(ordered) and keys[batch] == cut_key:
-            group = fast.tie_groups[groups_seen]
+            group = fast.sync_tie_groups[groups_seen]
             groups_seen += 1
             assert {p.name for p in group.members} == tied
             assert group.removed == batch - len(certain)
@@ -145,7 +145,7 @@ def check_against_reference(fast: Deletion, pods: list[dict], related: list[dict
         taken_so_far += batch
         diff -= batch
     assert taken_so_far == len(fast.victims)
-    assert groups_seen == len(fast.tie_groups)
+    assert groups_seen == len(fast.sync_tie_groups)
     # The survivors are in rules 1-5 order with the ranks of the last sync.
     survivors = fast.order[len(fast.victims):]
     assert sorted(p.name for p in survivors) == sorted(p["metadata"]["name"] for p in remaining)

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support import factories as f
-from webhook.core.cluster import Snapshot, candidate_pod_facts
+from webhook.core.cluster import IndexedClusterView, Snapshot, candidate_pod_facts
 from webhook.core.prediction import predict_scale
 
 NOW = 1_800_000_000 * 10**9
@@ -77,6 +77,16 @@ def test_selectors_without_match_labels_fall_back_to_the_namespace() -> None:
     pods, exact = candidate_pod_facts(view, "ml", [mixed])
     assert [p.name for p in pods] == ["web-1-a", "web-1-b"] and not exact
     assert candidate_pod_facts(view, "ml", [{}]) == ([], True)  # an empty one selects nothing
+
+
+def test_a_view_without_the_label_index_is_scanned() -> None:
+    """The index is optional (IndexedClusterView): a bare ClusterView gives its namespace."""
+    objects = two_deployments()
+    assert isinstance(Snapshot(objects), IndexedClusterView)
+    bare = ScanningView(objects)
+    assert not isinstance(bare, IndexedClusterView)
+    pods, exact = candidate_pod_facts(bare, "ml", [objects[2]["spec"]["selector"]])
+    assert len(pods) == 6 and not exact  # every pod of ml: the caller applies the selector
 
 
 @st.composite

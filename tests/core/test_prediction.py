@@ -506,7 +506,9 @@ def test_two_syncs_of_one_replicaset_make_the_recounted_ranks_uncertain():
     """Found by the e2e differential run (seed 63 again): the new ReplicaSet goes 8 -> 3
     (the split), then 3 -> 2 (the next sync). Syncing once, both pods doubled up on
     node-a go (rank 2); syncing twice, one of them goes first and the other, alone on
-    node-a by then, is tied with node-b's pod on rules 1-5. Either can happen."""
+    node-a by then, is tied on rules 1-5 with node-b's and node-c's pods. Any of them can
+    go: rules 6-8 decide between them with the controller's clock (a later run of seed
+    63 had our clock pick new-a2 in the second sync too, and node-c's pod went)."""
     deployment = f.deployment("web", replicas=6, max_surge="50%", max_unavailable="25%")
     old = f.replicaset("web-old", replicas=1, owner=deployment, image=OLD_IMAGE,
                        pod_hash="old", created="2026-01-01T00:00:00Z")
@@ -529,9 +531,9 @@ def test_two_syncs_of_one_replicaset_make_the_recounted_ranks_uncertain():
     victims = {p.name for p in prediction.victims}
     assert victims == {"old-a", "new-unready", "new-hybrid-0", "new-hybrid-1",
                        "new-hybrid-2", "new-a1", "new-a2"}
-    assert [p.name for p in prediction.possible_victims] == ["new-b"]
+    assert sorted(p.name for p in prediction.possible_victims) == ["new-b", "new-c"]
     uncertain = {p.name for g in prediction.tie_groups for p in g.members}
-    assert uncertain == {"new-a1", "new-a2", "new-b"}
+    assert uncertain == {"new-a1", "new-a2", "new-b", "new-c"}
 
 
 def test_single_replicaset_deployment_gets_exactly_the_new_count():
@@ -549,6 +551,26 @@ def test_single_replicaset_deployment_gets_exactly_the_new_count():
     assert prediction.replica_set_targets["api-1"] == (5, 3)
     assert prediction.replica_set_targets["api-0"] == (0, 0)
     assert len(prediction.victims) == 2
+
+
+def test_an_orphan_is_adopted_only_by_the_replicaset_whose_selector_it_matches():
+    # An orphan pod (no controller) carrying the old ReplicaSet's pod-template-hash: the
+    # old ReplicaSet would adopt it, the new one must not (ClaimPods checks the
+    # selector). It is unscheduled, so it would be the new ReplicaSet's first victim.
+    deployment = f.deployment("api", replicas=3)
+    new = f.replicaset("api-1", replicas=3, owner=deployment, pod_hash="h1")
+    old = f.replicaset("api-0", replicas=0, owner=deployment, image=OLD_IMAGE,
+                       pod_hash="h0", created="2025-01-01T00:00:00Z")
+    pods = [f.pod(f"api-{i}", owner=new, node_name=f"n{i}", cost=str(i)) for i in range(3)]
+    stray = f.pod("stray", node_name=None, labels={"app": "api", "pod-template-hash": "h0"})
+    prediction = predict_scale(Snapshot([deployment, new, old, *pods, stray]), deployment,
+                               2, NOW)
+    assert prediction.replica_set_targets["api-1"] == (3, 2)
+    by_replicaset = {(p.replica_set, p.name) for p in prediction.victims}
+    assert ("api-1", "api-0") in by_replicaset  # lowest cost of the new one's own pods
+    assert ("api-1", "stray") not in by_replicaset
+    # The old ReplicaSet (0 replicas) adopts the orphan and deletes it, scale or not.
+    assert ("api-0", "stray") in by_replicaset
 
 
 def test_replicaset_without_controller_has_rank_zero_everywhere():

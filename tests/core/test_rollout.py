@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support import factories as f
+from tests.support.brute import tie_breaks
 from webhook.core.assessment import assess_scale
 from webhook.core.cluster import Snapshot
 from webhook.core.kube import parse_time_ns
@@ -134,22 +135,11 @@ def _every_order_victims(objects: list[dict[str, Any]], targets: Mapping[str, tu
                     active = [p for p in pods if p["metadata"]["name"] not in observed]
                     deletion = predict_deletions(by_rs[rs], active, len(by_rs[rs]) - share[rs],
                                                  NOW)
-                    for victims in _tie_breaks(deletion):
+                    for victims in tie_breaks(deletion):
                         explore(deleted | victims, synced | {rs})
 
     explore(frozenset(), frozenset())
     return outcomes
-
-
-def _tie_breaks(deletion: Any) -> list[frozenset[str]]:
-    """Every victim set the comparator's unknowable tie-breaking can produce."""
-    if not deletion.tie_groups:
-        return [frozenset(p.name for p in deletion.victims)]
-    (group,) = deletion.tie_groups
-    members = {p.name for p in group.members}
-    sure = frozenset(p.name for p in deletion.victims if p.name not in members)
-    return [sure | frozenset(chosen)
-            for chosen in itertools.combinations(sorted(members), group.removed)]
 
 
 @settings(max_examples=60, deadline=None)

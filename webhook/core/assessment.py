@@ -9,6 +9,7 @@ from typing import Any
 from .cluster import ClusterView
 from .policy import Policy
 from .prediction import ScalePrediction, predict_scale
+from .ranking import BURST_REPLICAS
 from .verdict import Protection, Verdict, evaluate, protection, worst_case_victims
 
 
@@ -19,20 +20,22 @@ class Assessment:
 
 
 def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
-                 to_replicas: int, now_ns: int | None, quick: bool = False) -> Assessment:
+                 to_replicas: int, now_ns: int | None, quick: bool = False,
+                 burst: int = BURST_REPLICAS) -> Assessment:
     """Predict the victims of scaling `workload` to `to_replicas` and judge them.
 
     The safe replica count comes with every verdict, except with `quick` (the webhook,
     inside the API server's timeout): then only for a violation's fix, and only when one
-    prediction gives it (one ReplicaSet or a StatefulSet shrinks); a rollout would need a
-    dozen re-predictions, and the fix points to `plan` instead.
+    prediction gives it (one ReplicaSet or a StatefulSet shrinks, and the safe part of
+    the order fits in one sync); otherwise it would take a dozen re-predictions, and the
+    fix points to `plan` instead.
     """
-    prediction = predict_scale(view, workload, to_replicas, now_ns)
+    prediction = predict_scale(view, workload, to_replicas, now_ns, burst)
     protected = protection(policy, view.node)
     verdict = evaluate(policy, prediction, view.node, protected)
     if not quick or (verdict.violations and prediction.prefix_order is not None):
         verdict.safe_replicas = smallest_safe_replicas(view, policy, workload, prediction,
-                                                       now_ns, protected)
+                                                       now_ns, protected, burst, quick)
     if verdict.violations:
         fix = _fix_text(prediction, verdict.safe_replicas)
         for violation in verdict.violations:
@@ -48,19 +51,49 @@ def removes_protected(view: ClusterView, policy: Policy, prediction: ScalePredic
 
 def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
                            prediction: ScalePrediction, now_ns: int | None,
-                           protected: Protection | None = None) -> int:
+                           protected: Protection | None = None, burst: int = BURST_REPLICAS,
+                           quick: bool = False) -> int | None:
     """The lowest replica count whose scale-down removes no protected-pool pod now.
 
     Whatever the requested count: 0 when no pod runs on a protected pool, the number of
-    active pods when even one deletion could take a protected pod.
+    active pods when even one deletion could take a protected pod. None with `quick`
+    when finding it would take re-predictions.
     """
     if protected is None:
         protected = protection(policy, view.node)
+    if prediction.prefix_order is None:
+        return None if quick else _search_safe_replicas(
+            view, policy, workload, now_ns, burst,
+            -1, len(prediction.victims) + len(prediction.survivors))
+    order, chain = prediction.prefix_order, prediction.prefix_chain
+    prefix = _safe_prefix_length(order, protected, prediction.kind)
+    if prefix <= burst or chain is None:
+        return len(order) - prefix  # deleted in one sync (or by ordinal): the prefix goes
+    # More than one sync's worth: each sync's unknowable tie-breaking moves the next
+    # syncs' ranks, so the safe prefix is only an upper bound. One sync's worth is safe;
+    # beyond it, the most deletions whose every-chain group holds no protected pod (that
+    # group grows with the deletions, and the groups before it lie within the prefix).
+    flags = _protected_flags(order, protected)
+    highest: dict[int, int] = {}  # per group start: the highest rank of a protected pod
 
-    if prediction.prefix_order is not None:
-        order = prediction.prefix_order
-        return len(order) - _safe_prefix_length(order, protected, prediction.kind)
-    return _search_safe_replicas(view, policy, workload, prediction, now_ns)
+    def some_chain_reaches_protected(removed: int) -> bool:
+        cut = chain.cut(removed)
+        if cut is None:
+            return False
+        start, end, lowest = cut
+        if start not in highest:
+            highest[start] = max((chain.per_node[order[i].facts.node_name]
+                                  for i in range(start, end) if flags[i]), default=-1)
+        return highest[start] >= lowest
+
+    safe, unsafe = burst, prefix + 1
+    while unsafe - safe > 1:
+        middle = (safe + unsafe) // 2
+        if some_chain_reaches_protected(middle):
+            unsafe = middle
+        else:
+            safe = middle
+    return len(order) - safe
 
 
 def _safe_prefix_length(order: list[Any], protected: Any, kind: str) -> int:
@@ -69,8 +102,7 @@ def _safe_prefix_length(order: list[Any], protected: Any, kind: str) -> int:
     A cut inside a group tied on rules 1-5 may take any member of the group, so the
     safe prefix ends where the group of the first protected pod begins.
     """
-    flags = (protected.flags(order) if isinstance(protected, Protection)
-             else list(map(protected, order)))
+    flags = _protected_flags(order, protected)
     first = flags.index(True) if True in flags else len(order)
     if kind == "StatefulSet" or first == len(order):
         return first  # ordinals leave no ties
@@ -80,17 +112,24 @@ def _safe_prefix_length(order: list[Any], protected: Any, kind: str) -> int:
     return first
 
 
+def _protected_flags(order: list[Any], protected: Any) -> list[bool]:
+    return (protected.flags(order) if isinstance(protected, Protection)
+            else list(map(protected, order)))
+
+
 def _search_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
-                          prediction: ScalePrediction, now_ns: int | None) -> int:
-    """Binary search over re-predictions, for rollouts and multi-sync scale-downs.
+                          now_ns: int | None, burst: int, unsafe: int, safe: int) -> int:
+    """Binary search over re-predictions between a count known to be unsafe (or -1) and
+    one known to be safe, for rollouts and multi-sync scale-downs.
 
     Fewer replicas never spare a pod that more replicas delete, so the boundary between
-    safe and unsafe counts is found in O(log n) predictions.
+    safe and unsafe counts is found in O(log n) predictions; the answer is always a
+    count that was judged safe.
     """
-    unsafe, safe = -1, len(prediction.victims) + len(prediction.survivors)  # safe: no deletion
     while safe - unsafe > 1:
         middle = (unsafe + safe) // 2
-        if removes_protected(view, policy, predict_scale(view, workload, middle, now_ns)):
+        if removes_protected(view, policy,
+                             predict_scale(view, workload, middle, now_ns, burst)):
             unsafe = middle
         else:
             safe = middle

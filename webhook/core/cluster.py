@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from .kube import labels_of, name_of, namespace_of
 from .podfacts import PodFacts
@@ -71,11 +71,33 @@ class ClusterView(Protocol):
     def workload(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None: ...
 
 
+@runtime_checkable
+class IndexedClusterView(ClusterView, Protocol):
+    """A ClusterView that also keeps its pods' facts and a label index (optional).
+
+    The label index is the owner index of a scale check: a ReplicaSet's selector
+    carries its `pod-template-hash`, so the pods under that label are the ReplicaSet's
+    (see LabelIndex). Both views poolguard ships declare it (Snapshot here, LiveCluster
+    in webhook.cluster.live); the core reads any ClusterView, and reads one of these
+    through `pod_facts` and `candidate_pod_facts` without scanning a namespace.
+    """
+
+    def pod_facts(self, namespace: str) -> Sequence[PodFacts]:
+        """The facts of the namespace's pods, each read once and kept."""
+        ...
+
+    def pod_facts_selected(self, namespace: str,
+                           selectors: list[Mapping[str, Any] | None]) -> list[PodFacts] | None:
+        """Pods that may match one of the workload `selectors` (every pod that matches
+        is among them), in namespace order, from the label index; None when a selector
+        has no matchLabels to look up (the caller scans the namespace instead)."""
+        ...
+
+
 def pod_facts(view: ClusterView, namespace: str) -> Sequence[PodFacts]:
     """The facts of the pods in `namespace`: kept by views that have them, else read now."""
-    kept = getattr(view, "pod_facts", None)
-    if kept is not None:
-        return kept(namespace)
+    if isinstance(view, IndexedClusterView):
+        return view.pod_facts(namespace)
     return [PodFacts(pod) for pod in view.pods(namespace)]
 
 
@@ -85,14 +107,13 @@ def candidate_pod_facts(view: ClusterView, namespace: str,
     """Pods of `namespace` that may match one of the workload `selectors`, in namespace
     order, and whether they are exactly the pods that match.
 
-    Every pod that matches is among them. Views with a label index
-    (`pod_facts_selected`) answer from it, so a scale check reads its workload's pods
-    only, not the namespace's, and exactly for selectors of matchLabels alone (what
-    controllers write); other views give the whole namespace.
+    Every pod that matches is among them. An IndexedClusterView answers from its label
+    index, so a scale check reads its workload's pods only, not the namespace's, and
+    exactly for selectors of matchLabels alone (what controllers write); other views
+    give the whole namespace.
     """
-    selected = getattr(view, "pod_facts_selected", None)
-    if selected is not None:
-        found = selected(namespace, list(selectors))
+    if isinstance(view, IndexedClusterView):
+        found = view.pod_facts_selected(namespace, list(selectors))
         if found is not None:
             return found, all(map(_plain_selector, selectors))
     return pod_facts(view, namespace), False
@@ -226,7 +247,7 @@ def _selects_nothing(selector: Any) -> bool:
                             and not selector.get("matchExpressions"))
 
 
-class Snapshot:
+class Snapshot(IndexedClusterView):
     """A ClusterView over a fixed set of objects."""
 
     def __init__(self, objects: Iterable[Mapping[str, Any]]) -> None:

@@ -41,6 +41,7 @@ UIDW = 8 * UID_BYTES + 8
 _TIME_OFFSET = 1 << 71  # times are offset into 72 unsigned bits (any year 1-9999)
 _COUNT_TOP = (1 << 63) - 1  # restarts r -> _COUNT_TOP - r, clamped into 64 bits
 _TAILW = 64 + 64 + 8 + UIDW
+COUNT_TOP = _COUNT_TOP  # restart counts beyond +-COUNT_TOP share a key field value
 CLOCK_WITHIN_BITS = 8 + UIDW + 72 + _TAILW
 NO_CLOCK_WITHIN_BITS = 1 + 72 + 128 + 1 + 72 + UIDW
 _CLASS_SHIFT = 72 + _TAILW
@@ -124,8 +125,9 @@ class PodFacts:
         self._tail_parts = ((_count(self.restarts) << 64 | _count(self.sidecar_restarts)) << 1
                             | (self.created_ns is not None))
         self._no_clock_base: int | None = None
-        # (low, high, base key): base_key for any clock in [low, high); replaced whole.
-        self.memo: tuple[int, int, int] | None = None
+        # (low, high, base key, comparator fields...): base_key for any clock in
+        # [low, high) and `comparator_fields` there; replaced whole.
+        self.memo: tuple[int, int, int, tuple[int, bytes], tuple[int, int, int]] | None = None
 
     @property
     def ref(self) -> tuple[str, str]:
@@ -152,11 +154,24 @@ class PodFacts:
             memo = self.memo
             if memo is not None and memo[0] <= now_ns < memo[1]:
                 return memo[2]
-            low, high, within = self._clock(now_ns, self.uid_key)
+            low, high, within, ready_head, created_head = self._clock(now_ns, self.uid_key)
             base = self.rules_1_to_4 << (32 + CLOCK_WITHIN_BITS) | within
-            self.memo = (low, high, base)
+            self.memo = (low, high, base, (ready_head, self.uid),
+                         (-self.restarts, -self.sidecar_restarts, created_head))
             return base
         return self.rules_1_to_4 << (32 + CLOCK_WITHIN_BITS) | self._clock(now_ns, uid_key)[2]
+
+    def comparator_fields(self, now_ns: int) -> tuple[tuple[int, bytes], tuple[int, int, int]]:
+        """What the comparator's rules 6-8 read against `now_ns` (see `ranking._Less`):
+        (ready head, UID) and (-restarts, -sidecar restarts, creation head), where a head
+        is the time's present bit and bucket + 1 (the ready head is 0 when not ready).
+        Remembered with the key (`memo`)."""
+        memo = self.memo
+        if memo is None or not memo[0] <= now_ns < memo[1]:
+            self.base_key(now_ns)
+            memo = self.memo
+            assert memo is not None
+        return memo[3], memo[4]
 
     def with_class_uid(self, within: int, class_uid_key: int) -> int:
         """`within` with the class UID field (ready pods, clock) set to `class_uid_key`."""
@@ -172,16 +187,19 @@ class PodFacts:
         return (((self.ready_time_ns is not None) << 72 | ready) << (NO_CLOCK_WITHIN_BITS - 73)
                 | tail)
 
-    def _clock(self, now_ns: int, uid_key: int) -> tuple[int, int, int]:
+    def _clock(self, now_ns: int, uid_key: int) -> tuple[int, int, int, int, int]:
+        """(low, high, within, ready head, creation head): the key below rules 1-5 and the
+        heads in it (a time's present bit and bucket + 1), valid for clocks in [low, high)."""
         created_bucket, low, high = bucket_window(self.created_ns, now_ns)
+        created_head = (self.created_ns is not None) << 7 | (created_bucket + 1)
         tail = ((self._tail_parts << 7 | (created_bucket + 1)) << UIDW) | uid_key
         if not self.ready:
-            return low, high, tail
+            return low, high, tail, 0, created_head
         ready_bucket, ready_low, ready_high = bucket_window(self.ready_time_ns, now_ns)
         head = (self.ready_time_ns is not None) << 7 | (ready_bucket + 1)
         ready = (self.ready_time_ns or 0) + _TIME_OFFSET
         within = (((head << UIDW | uid_key) << 72 | ready) << _TAILW) | tail
-        return max(low, ready_low), min(high, ready_high), within
+        return max(low, ready_low), min(high, ready_high), within, head, created_head
 
 
 def rank_field(rank: int) -> int:

@@ -35,6 +35,7 @@ from .kube import (
 from .podfacts import PHASE_ORDINAL, PodFacts
 from .ranking import (
     BURST_REPLICAS,
+    ChainBound,
     Deletion,
     RankedPod,
     TieGroup,
@@ -72,6 +73,9 @@ class ScalePrediction:
     # (one ReplicaSet or StatefulSet shrinks; syncs replay identically up to a smaller
     # cut); None during a rollout, where the split between ReplicaSets moves.
     prefix_order: list[RankedPod] | None = None
+    # Along `prefix_order`, what every chain of syncs can delete (scale-downs larger than
+    # one sync); None for StatefulSets, which delete by ordinal.
+    prefix_chain: ChainBound | None = None
 
     @property
     def possible_victims(self) -> list[RankedPod]:
@@ -237,6 +241,7 @@ def _predict_replicaset(view: ClusterView, rs: Mapping[str, Any], to_replicas: i
     prediction.tie_groups = deletion.tie_groups
     prediction.order = deletion.order
     prediction.prefix_order = deletion.order
+    prediction.prefix_chain = deletion.chain_bound
     prediction.notes.extend(invalid_cost_notes(deletion.order))
     if controller_ref(rs) is not None:
         prediction.notes.append(
@@ -292,21 +297,33 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
         current = replicas_of(rs, default=0)
         target = targets.get(rs_name, current)
         prediction.replica_set_targets[rs_name] = (current, target)
-        deletion = deletions_of_facts(owned_pod_facts(all_pods, rs), all_pods, target, now_ns,
-                                      burst)
+        owned = _owned_by(view, namespace, rs, all_pods)
+        deletion = deletions_of_facts(owned, all_pods, target, now_ns, burst)
         _tag_replicaset(deletion.order, rs_name)
         deletions[rs_name] = deletion
         prediction.victims.extend(deletion.victims)
         prediction.survivors.extend(deletion.order[len(deletion.victims):])
         if target < split.get(rs_name, target) < current:
-            two_step += _two_step_group(owned_pod_facts(all_pods, rs), all_pods,
-                                        split[rs_name], deletion, now_ns, burst)
+            two_step += _two_step_group(owned, all_pods, split[rs_name], deletion, now_ns,
+                                        burst)
         if shrinking == [rs_name] and len(targets) == 1:
             prediction.prefix_order = deletion.order
+            prediction.prefix_chain = deletion.chain_bound
     prediction.tie_groups = _tie_groups_over_sync_orders(deletions, all_pods, burst)
     prediction.tie_groups += _not_yet_tied(two_step, prediction.tie_groups, prediction.victims)
     prediction.notes.extend(invalid_cost_notes(prediction.victims + prediction.survivors))
     return prediction
+
+
+def _owned_by(view: ClusterView, namespace: str, rs: Mapping[str, Any],
+              all_pods: Sequence[PodFacts]) -> list[PodFacts]:
+    """`owned_pod_facts(all_pods, rs)`, from the view's label index when it answers
+    exactly for the ReplicaSet's selector (the same pods in the same namespace order,
+    without matching every pod of the Deployment against it)."""
+    pods, exact = candidate_pod_facts(view, namespace, [spec_of(rs).get("selector")])
+    if exact:
+        return owned_pod_facts(pods, rs, selector_checked=True)
+    return owned_pod_facts(all_pods, rs)
 
 
 def _after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[str, Any]],
@@ -361,8 +378,11 @@ def _two_step_group(pods: Sequence[PodFacts], all_pods: Sequence[PodFacts],
                               len(one_step.order) - len(one_step.victims), now_ns, burst)
     two_steps = gone | {p.name for p in rest.victims}
     one = {p.name for p in one_step.victims}
-    # the first sync's own ties decide which pods the second one re-ranks
-    differ = (one ^ two_steps) | {p.name for g in step.tie_groups for p in g.members}
+    # The first sync's own ties decide which pods the second one re-ranks, and the
+    # second sync's ties are as unknowable as any (rules 6-8 follow the controller's
+    # clock: the e2e differential, seed 63, saw our clock pick the one-step victim).
+    differ = (one ^ two_steps) | {p.name for g in step.tie_groups + rest.tie_groups
+                                  for p in g.members}
     tied = {p.name for g in one_step.tie_groups for p in g.members}
     members = [p for p in one_step.order if p.name in differ and p.name not in tied]
     removed = sum(1 for p in members if p.name in one)

@@ -19,15 +19,15 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cmp_to_key
-from itertools import compress, pairwise
+from itertools import compress
 from operator import attrgetter
 from typing import Any
 
 from .kube import status_of
 from .podfacts import (
     CLOCK_WITHIN_BITS,
+    COUNT_TOP,
     NO_CLOCK_WITHIN_BITS,
-    READY_HEAD_SHIFT,
     PodFacts,
     bucket_window,
     rank_field,
@@ -75,7 +75,7 @@ class RankedPod:
     prediction alone.
     """
 
-    __slots__ = ("_buckets", "facts", "key", "live", "rank", "replica_set", "sync")
+    __slots__ = ("_buckets", "facts", "key", "less", "live", "rank", "replica_set", "sync")
 
     def __init__(self, facts: PodFacts, rank: int = 0) -> None:
         # Set here: the facts and the rank. Set before they are read: `key` (rules 1-8 as
@@ -83,7 +83,8 @@ class RankedPod:
         # the prediction; unset ones read as their defaults (__getattr__).
         self.facts = facts
         self.rank = rank
-        self.sync = 0  # the last simulated sync that re-keyed this pod; _GONE once deleted
+        self.sync = 0  # _GONE once deleted by a simulated sync
+        self.less: _Less | None = None  # its stand-in in a comparator sort (this clock)
 
     def __getattr__(self, name: str) -> Any:
         if name in _RANKED_DEFAULTS:
@@ -202,12 +203,14 @@ _FACTS = attrgetter("facts")
 _UID = attrgetter("uid")
 _UID_KEY = attrgetter("uid_key")
 _READY_TIME = attrgetter("ready_time_ns")
+_RESTARTS = attrgetter("restarts")
+_SIDECAR_RESTARTS = attrgetter("sidecar_restarts")
 _REST_OF_RULES = attrgetter("restarts", "sidecar_restarts", "created_ns")
 _NODE = attrgetter("node_name")
 _ACTIVE = attrgetter("active")
 _READY = attrgetter("ready")
-_RULES_1_TO_4 = attrgetter("rules_1_to_4")
 _REF = attrgetter("ref")
+_RULES_1_TO_4 = attrgetter("rules_1_to_4")
 
 
 class _Keys:
@@ -233,14 +236,18 @@ class _Keys:
         # Pods sharing a ready instant with another ready pod: their class UID depends on
         # which pods share their rules 1-5 group, so it is worked out at every sort.
         self.class_members: list[RankedPod] = []
-        if now_ns is not None:
-            ready = list(map(_READY, facts))
-            times = list(compress(map(_READY_TIME, facts), ready))
-            if len(set(times)) < len(times):
-                shared = {t for t, n in Counter(times).items() if n > 1}
-                self.class_members = [p for p, f in zip(compress(pods, ready),
-                                                        compress(facts, ready), strict=True)
-                                      if f.ready_time_ns in shared]
+        if now_ns is not None:  # (C-speed passes: this runs on every pod)
+            # A not-ready pod has no ready time (None), nor has a ready pod without one.
+            times = list(map(_READY_TIME, facts))
+            count = Counter(times)
+            if len(count) < len(times):
+                shared = set(compress(count.keys(), map((1).__lt__, count.values())))
+                if None in shared:  # ready pods without a time share "no time"
+                    ready_untimed = sum(f.ready for f in facts if f.ready_time_ns is None)
+                    if ready_untimed < 2:
+                        shared.discard(None)
+                flags = map(shared.__contains__, times)
+                self.class_members = [pod for pod in compress(pods, flags) if pod.facts.ready]
 
     def distinct_uids(self) -> bool:
         """No two pods share a UID (so no two share a key)."""
@@ -310,110 +317,109 @@ def sort_exactly(pods: list[RankedPod], now_ns: int | None) -> list[RankedPod]:
 def _sort_group_exactly(group: list[RankedPod], now_ns: int | None) -> list[RankedPod]:
     """`sort_exactly` for pods tied on rules 1-5 given in key order.
 
-    The comparator runs only where no proof says what it would give. Without a clock,
-    rules 6-8 are lexicographic and the key is exact. With one, rule 6 (or rule 8) is
-    a strict order except among pods sharing an instant (see `_proven_order`); where a
-    proof covers the whole group the order comes from one sort by integer key, the same
-    order the comparator gives (it is then a strict weak order that agrees with it).
+    Without a clock, rules 6-8 are lexicographic and the key is exact (distinct encoded
+    UIDs). With one they are not a strict weak order (pods ready at the same instant
+    fall through to restarts while the others go by UID), so Python's sort with the
+    comparator is what defines the order; it is run (through `_Less`) unless its first
+    pass would find the key order already sorted (`_already_sorted`). (An earlier proof
+    that skipped it on "clean" groups disagreed with it on some states.)
     """
-    facts = list(map(_FACTS, group))
-    if len(set(map(_UID, facts))) == len(facts) and min(map(_UID_KEY, facts)) >= 0:
-        if now_ns is None:
+    if now_ns is None:
+        facts = list(map(_FACTS, group))
+        if len(set(map(_UID, facts))) == len(facts) and min(map(_UID_KEY, facts)) >= 0:
             return group
-        proven = _proven_order(group, facts, now_ns)
-        if proven is not None:
-            return proven
+    elif _already_sorted(group, now_ns):
+        return group
     return _compare_sort(group, now_ns)
 
 
-def _proven_order(group: list[RankedPod], facts: list[PodFacts],
-                  now_ns: int) -> list[RankedPod] | None:
-    """The comparator's order of a tie group with a clock, where it is provably a strict
-    weak order; None otherwise. UIDs are distinct and encoded (`uid_key` >= 0).
+def _already_sorted(group: list[RankedPod], now_ns: int) -> bool:
+    """No two neighbours of `group` (tied on rules 1-5, in key order, with a clock) are
+    out of order for the comparator: its sort's first pass then finds one run and
+    leaves the list as it is.
 
-    Ready pods (a group is all ready or all not ready): rule 6 compares different ready
-    times by bucket, then UID; pods ready at the same instant fall through to rules 7
-    and 8 (`_same_instant_clean`). Per bucket, each instant shared by several pods is
-    either
-    - in UID order by rules 7-8 too (every pair): the bucket is then in plain UID order
-      there, whatever lies between; or
-    - contiguous in UID order among the bucket's pods: it sorts as one block at its
-      smallest UID, by rules 7-8 inside (what the key's class field encodes).
-    Any other instant may make the comparator cyclic, and the caller compares instead.
-    Not-ready pods: rules 7-8 only (`_same_instant_clean` on the whole group).
+    Which neighbours can be: in a ready group the key orders by ready head (present bit,
+    bucket), then class UID, ready time and rules 7-8 with the UID last. Different heads
+    are the comparator's order; equal heads and different ready times go by UID, which
+    the class UID is, except for pods sharing their ready instant with another pod of
+    the group; pods of one instant follow rules 7-8 as the key does. So only neighbours
+    of such pods are asked, through the comparator. A not-ready group is ordered by
+    rules 7-8 and the UID, as the key does, as long as restart counts fit the key.
     """
-    if not facts[0].ready:
-        return group if _same_instant_clean(facts, now_ns) else None
+    facts = list(map(_FACTS, group))
+    if not facts[0].ready:  # a group is all ready or all not ready
+        counts = [*map(_RESTARTS, facts), *map(_SIDECAR_RESTARTS, facts)]
+        return min(counts) >= -COUNT_TOP and max(counts) <= COUNT_TOP
     times = list(map(_READY_TIME, facts))
-    if len(set(times)) == len(times):
-        return group
-    at: dict[int | None, list[int]] = defaultdict(list)
-    for index, time in enumerate(times):
-        at[time].append(index)
-    # The ready present bit and bucket, as the keys carry them (pods share rules 1-5).
-    mask = (1 << CLOCK_WITHIN_BITS) - 1
-    heads = [(pod.key & mask) >> READY_HEAD_SHIFT for pod in group]
-    bucket_uids: dict[int, list[int]] = defaultdict(list)
-    for head, uid_key in zip(heads, map(_UID_KEY, facts), strict=True):
-        bucket_uids[head].append(uid_key)
-    for uids in bucket_uids.values():
-        uids.sort()
-    own_uid: list[int] = []  # pods whose class field must be their own UID
-    for indexes in at.values():
-        if len(indexes) < 2:
-            continue
-        members = sorted((facts[i] for i in indexes), key=_UID_KEY)
-        if _in_uid_order(members, now_ns):
-            own_uid.extend(i for i in indexes)
-            continue
-        uids = bucket_uids[heads[indexes[0]]]
-        span = bisect_right(uids, members[-1].uid_key) - bisect_left(uids, members[0].uid_key)
-        if span != len(members) or not _same_instant_clean(members, now_ns):
-            return None
-    if not own_uid:
-        return group
-    keys = [pod.key & mask for pod in group]
-    for i in own_uid:
-        keys[i] = facts[i].with_class_uid(keys[i], facts[i].uid_key)
-    order = sorted(range(len(group)), key=keys.__getitem__)
-    return [group[i] for i in order]
-
-
-def _rules_7_8_head(facts: PodFacts, now_ns: int) -> tuple[int, int, bool, int]:
-    """Rules 7-8 up to the creation bucket: what decides before a UID could."""
-    return (-facts.restarts, -facts.sidecar_restarts, facts.created_ns is not None,
-            log_bucket(facts.created_ns, now_ns))
-
-
-def _in_uid_order(members: list[PodFacts], now_ns: int) -> bool:
-    """Rules 7-8 put every pair of `members` (sorted by UID) in UID order, strictly."""
-    heads = [_rules_7_8_head(f, now_ns) for f in members]
-    if any(a > b for a, b in pairwise(heads)):
-        return False
-    # Equal heads fall to the creation time: the UID decides only if the times differ.
-    runs: dict[tuple[int, int, bool, int], list[int | None]] = defaultdict(list)
-    for head, f in zip(heads, members, strict=True):
-        runs[head].append(f.created_ns)
-    return all(len(set(created)) == len(created) for created in runs.values())
-
-
-def _same_instant_clean(members: list[PodFacts], now_ns: int) -> bool:
-    """Rules 7-8 are a strict weak order on `members` that the key's tail encodes.
-
-    They compare restarts, sidecar restarts, then creation times: zero first, bucket,
-    UID, but equal times tie. Within each (restarts, sidecar restarts, bucket) the
-    creation times must be all different (UID order, as the key) or all equal (ties,
-    which the stable sort keeps in key order).
-    """
-    runs: dict[tuple[int, int, bool, int], list[int | None]] = defaultdict(list)
-    for f in members:
-        runs[_rules_7_8_head(f, now_ns)].append(f.created_ns)
-    return all(len(set(created)) in (1, len(created)) for created in runs.values())
+    count = Counter(times)
+    if len(count) == len(times):
+        return True
+    shared = set(compress(count.keys(), map((1).__lt__, count.values())))
+    last, asked = len(group) - 1, -1  # pair i: the neighbours group[i], group[i + 1]
+    for index in compress(range(len(group)), map(shared.__contains__, times)):
+        for i in (index - 1, index):  # in increasing order, each pair once
+            if asked < i < last:
+                asked = i
+                before, after = group[i], group[i + 1]
+                if (after.less or _Less(after, now_ns)) < (before.less
+                                                           or _Less(before, now_ns)):
+                    return False
+    return True
 
 
 def _compare_sort(group: list[RankedPod], now_ns: int | None) -> list[RankedPod]:
-    """Rules 6-8 applied pair by pair (Python's sort calling the comparator), buckets
-    read once."""
+    """Rules 6-8 applied pair by pair (Python's sort calling the comparator).
+
+    With a clock each pod stands in the sort as its `_Less`, whose `<` answers what the
+    comparator answers (`compare(a, b) < 0`, all the sort asks) from fields read once per
+    pod and prediction: the same answers to the same questions, so the same order, at a
+    fraction of the cost. Without a clock the comparator itself is called.
+    """
+    if now_ns is None:
+        return _compare_sort_slowly(group, now_ns)
+    stand_ins = []
+    for index, pod in enumerate(group):
+        less = pod.less or _Less(pod, now_ns)
+        less.index = index
+        stand_ins.append(less)
+    return list(map(group.__getitem__, map(_INDEX, sorted(stand_ins))))
+
+
+class _Less:
+    """A pod of a rules 1-5 tie group whose `<` is the comparator's rules 6-8 (with a clock).
+
+    - ready times differ (ready group): rule 6, `by_time` = (ready present and bucket, UID);
+    - else rules 7-8 up to the creation bucket: `tail` = (-restarts, -sidecar restarts,
+      created present and bucket);
+    - else different creation times go in UID order, equal ones tie (neither is less).
+    A not-ready group has no ready time (None for all): rule 6 never decides there.
+    The pod keeps it (`RankedPod.less`) for the rest of the prediction (one clock); it
+    points back only by its `index` in the list being sorted (no reference cycle).
+    """
+
+    __slots__ = ("by_time", "created", "index", "ready_time", "tail", "uid")
+
+    def __init__(self, pod: RankedPod, now_ns: int) -> None:
+        facts = pod.facts
+        self.ready_time = facts.ready_time_ns
+        self.uid = facts.uid
+        self.by_time, self.tail = facts.comparator_fields(now_ns)
+        self.created = facts.created_ns
+        pod.less = self
+
+    def __lt__(self, other: _Less) -> bool:
+        if self.ready_time != other.ready_time:
+            return self.by_time < other.by_time
+        if self.tail != other.tail:
+            return self.tail < other.tail
+        return self.created != other.created and self.uid < other.uid
+
+
+_INDEX = attrgetter("index")
+
+
+def _compare_sort_slowly(group: list[RankedPod], now_ns: int | None) -> list[RankedPod]:
+    """`_compare_sort` with the comparator itself, buckets read once."""
     buckets = {id(p): (log_bucket(p.facts.ready_time_ns, now_ns),
                        log_bucket(p.facts.created_ns, now_ns)) for p in group}
 
@@ -448,6 +454,13 @@ class Deletion:
     order: list[RankedPod]
     victims: list[RankedPod]
     tie_groups: list[TieGroup] = field(default_factory=list)
+    # A sync before the last one cut a tie group: which of its pods went decides which
+    # nodes lose a pod, and so the later syncs' victims. `tie_groups` then covers every
+    # chain of syncs (`ChainBound`), and `sync_tie_groups` keeps the groups each sync
+    # of the predicted chain cut (the same list otherwise).
+    chained: bool = False
+    sync_tie_groups: list[TieGroup] = field(default_factory=list)
+    chain_bound: ChainBound | None = None  # for smaller scale-downs along `order`
 
     @property
     def possible_victims(self) -> list[RankedPod]:
@@ -512,13 +525,110 @@ def deletions_of_facts(pods: Sequence[PodFacts], related_pods: Sequence[PodFacts
     keys = _Keys(remaining, now_ns)
     diff = len(remaining) - max(replicas, 0)
     if diff > burst and keys.distinct_uids():
-        return _SyncLevels(keys, remaining, per_node, counted, burst).run(diff)
-    for pod in remaining:
-        pod.rank = per_node[pod.facts.node_name]
-    keys.assign(remaining)
-    if keys.class_members:
-        keys.assign_classes(keys.class_members)
-    return _deletions_by_sorting(keys, remaining, per_node, counted, diff, burst)
+        deletion = _SyncLevels(keys, remaining, Counter(per_node), counted, burst).run(diff)
+    else:
+        for pod in remaining:
+            pod.rank = per_node[pod.facts.node_name]
+        keys.assign(remaining)
+        if keys.class_members:
+            keys.assign_classes(keys.class_members)
+        deletion = _deletions_by_sorting(keys, remaining, Counter(per_node), counted, diff,
+                                         burst)
+    deletion.sync_tie_groups = deletion.tie_groups
+    deletion.chain_bound = ChainBound(deletion.order, per_node, counted)
+    if deletion.chained:
+        group = deletion.chain_bound.group(len(deletion.victims), deletion.victims)
+        deletion.tie_groups = [group] if group is not None else []
+    return deletion
+
+
+class ChainBound:
+    """The pods some chain of syncs can delete, for any count of deletions along one
+    deletion order of a ReplicaSet (`Deletion.order`, which is in rules 1-4 order).
+
+    Rules 1-4 are each pod's own, so every sync takes what is left of an earlier rules
+    1-4 group first: the groups wholly within the deletions go in every chain, and only
+    the group G the last deletion falls in is in doubt. Inside G, rule 5 (more related
+    pods on the node first) decides, and ranks only fall. Let L be the rank of the last
+    pod deleted, as its sync saw it. Every pod of G deleted before had at least rank L
+    in its own sync (it went first, and the last one was there too, its rank only
+    falling since), so it runs on a node whose rank before the scale-down, r(n), is at
+    least L. And each of G's survivors was behind the last one in the last sync, on a
+    node then counting its fixed pods f(n) (related pods that do not go) and its
+    surviving pods of G: at most L. So G's survivors number at most the sum over n of
+    min(g(n), L - f(n)), which bounds L from below by L0, and no chain deletes a pod of
+    G on a node with r(n) < L0.
+    """
+
+    def __init__(self, order: list[RankedPod], per_node: Counter[str],
+                 counted: _Counted) -> None:
+        """`order`: a deletion order; `per_node`: related active pods per node before the
+        scale-down; `counted`: the related pods (only they make a rank)."""
+        self.order, self.per_node, self.counted = order, per_node, counted
+        self._starts: list[int] | None = None  # where each rules 1-4 group begins
+        self._rooms: dict[int, list[int]] = {}  # per group start, see `_room`
+
+    def group(self, removed: int, victims: Sequence[RankedPod] = ()) -> TieGroup | None:
+        """The doubtful pods when the first `removed` of the order go (None: no doubt);
+        `victims`, the predicted ones, are kept in it whatever the bound says."""
+        cut = self.cut(removed)
+        if cut is None:
+            return None
+        start, end, lowest = cut
+        per_node, victim_ids = self.per_node, set(map(id, victims))
+        possible = [p for p in self.order[start:end]
+                    if per_node[p.facts.node_name] >= lowest or id(p) in victim_ids]
+        share = removed - start
+        return TieGroup(members=possible, removed=share) if share < len(possible) else None
+
+    def cut(self, removed: int) -> tuple[int, int, int] | None:
+        """(start, end, L0) when the first `removed` of the order go: the pods in doubt are
+        those of order[start:end] on nodes whose rank before the scale-down is at least
+        L0 (`per_node`); None when every chain deletes the same pods."""
+        if removed <= 0 or removed >= len(self.order):
+            return None
+        starts = self._starts
+        if starts is None:
+            keys = list(map(_RULES_1_TO_4, map(_FACTS, self.order)))
+            starts = self._starts = [0] + [i for i in range(1, len(keys))
+                                           if keys[i] != keys[i - 1]]
+        index = bisect_right(starts, removed - 1) - 1
+        start = starts[index]
+        end = starts[index + 1] if index + 1 < len(starts) else len(self.order)
+        if removed == end:
+            return None  # the deletions end with a whole group: every chain agrees
+        return start, end, self._lowest_last_rank(start, end, end - removed)
+
+    def _lowest_last_rank(self, start: int, end: int, survivors: int) -> int:
+        """L0: the lowest rank the last deletion can have with `survivors` of the group
+        [start, end) of the order left: the smallest level with room for them all."""
+        return bisect_left(self._room(start, end), survivors)
+
+    def _room(self, start: int, end: int) -> list[int]:
+        """Per level L: how many of the group's pods can survive if the last deletion is
+        at rank L, sum over n of min(g(n), max(0, L - f(n))) plus the uncounted pods
+        (deleting one changes no rank, so it may survive anywhere). Non-decreasing."""
+        known = self._rooms.get(start)
+        if known is not None:
+            return known
+        has, ids = self.counted.has, self.counted.ids
+        deletable = [f for f in map(_FACTS, self.order[:end]) if id(f) in ids or has(f)]
+        fixed = self.per_node - Counter(map(_NODE, deletable))
+        group = list(map(_FACTS, self.order[start:end]))
+        in_group = Counter(f.node_name for f in group if has(f))
+        top = max((fixed[node] + count for node, count in in_group.items()), default=0)
+        # Each node adds 1 per level from f(n) to f(n) + g(n): a difference array.
+        growing = [0] * (top + 2)
+        for node, count in in_group.items():
+            growing[fixed[node]] += 1
+            growing[fixed[node] + count] -= 1
+        room, total, slope = [], len(group) - in_group.total(), 0
+        for level in range(top + 1):
+            room.append(total)
+            slope += growing[level]
+            total += slope
+        self._rooms[start] = room
+        return room
 
 
 def _deletions_by_sorting(keys: _Keys, remaining: list[RankedPod], per_node: Counter[str],
@@ -541,7 +651,8 @@ def _deletions_by_sorting(keys: _Keys, remaining: list[RankedPod], per_node: Cou
         remaining = ordered[batch:]
         diff -= batch
         if diff <= 0:
-            return Deletion(order=victims + remaining, victims=victims, tie_groups=groups)
+            return Deletion(order=victims + remaining, victims=victims, tie_groups=groups,
+                            chained=bool(groups) and (group is None or len(groups) > 1))
         _discount(gone, per_node, counted)
         for pod in remaining:
             pod.rank = per_node[pod.facts.node_name]
@@ -605,11 +716,24 @@ class _SyncLevels:
         self.shift = keys.shift
         self.class_ids = set(map(id, keys.class_members))
         # (rules 1-4, node) -> the pods left there; group -> rank -> nodes with such pods
+        # Every pod is keyed here once, without the rank field: every pod of a level has
+        # the same, and levels are taken in rules 1-5 order, so the rest of the key
+        # orders a level alone; only class fields change later (`_pods_at`).
         on_node: defaultdict[tuple[int, str], list[RankedPod]] = defaultdict(list)
-        facts = list(map(_FACTS, pods))
-        places = zip(map(_RULES_1_TO_4, facts), map(_NODE, facts), strict=True)
-        for place, pod in zip(places, pods, strict=True):
-            on_node[place].append(pod)
+        now_ns, uid_keys = keys.now_ns, keys.uid_keys
+        if uid_keys is None and now_ns is not None:
+            for pod in pods:  # the hot loop: the facts' memo inlined (see PodFacts.base_key)
+                facts = pod.facts
+                memo = facts.memo
+                pod.key = (memo[2] if memo is not None and memo[0] <= now_ns < memo[1]
+                           else facts.base_key(now_ns))
+                on_node[(facts.rules_1_to_4, facts.node_name)].append(pod)
+        else:
+            for pod in pods:
+                facts = pod.facts
+                pod.key = facts.base_key(now_ns, None if uid_keys is None
+                                         else uid_keys[facts.uid])
+                on_node[(facts.rules_1_to_4, facts.node_name)].append(pod)
         self.on_node: dict[tuple[int, str], list[RankedPod]] = dict(on_node)
         self.nodes_at: dict[int, dict[int, set[str]]] = {}
         self.groups_on: dict[str, set[int]] = {}
@@ -622,6 +746,8 @@ class _SyncLevels:
         self.queued = set(self.queue)
         heapq.heapify(self.queue)
         self.consumed: list[int] = []  # the levels the last sync took from
+        # level -> (its pods in key order, its nodes) when last looked at (`_pods_at`)
+        self.levels: dict[int, tuple[list[RankedPod], set[str]]] = {}
 
     def _level(self, group: int, rank: int) -> int:
         """The rules 1-5 key of a level (what `_Keys.k15` gives its pods)."""
@@ -641,7 +767,8 @@ class _SyncLevels:
             if final:
                 survivors = group.members[group.removed:] if group else []
                 return Deletion(order=victims + survivors + self._rest(),
-                                victims=victims, tie_groups=groups)
+                                victims=victims, tie_groups=groups,
+                                chained=bool(groups) and (group is None or len(groups) > 1))
             self._delete(taken)
 
     def _sync(self, batch: int) -> tuple[list[RankedPod], TieGroup | None]:
@@ -666,52 +793,70 @@ class _SyncLevels:
         return taken, None
 
     def _pods_at(self, level: int) -> list[RankedPod]:
-        """The pods of a level, keyed as of now and in key order."""
+        """The pods of a level, with its rank and in key order.
+
+        A level looked at before (the one a cut split, above all: it is taken over
+        several syncs) is carried over: its pods still there keep their place (rules 6-8
+        and the rank do not change while a node keeps its rank), the pods of nodes that
+        came down to its rank since join, and the sort by key finds the old order as one
+        run. Only the class fields are worked out again: they depend on which pods are
+        in the level.
+        """
         group, rank = level >> 32, _RANK_MAX - (level & _RANK_MAX)
         nodes = self.nodes_at.get(group, {}).get(rank)
         if not nodes:
             return []
         on_node = self.on_node
-        pods = [pod for node in nodes for pod in on_node[(group, node)]]
-        keys, now_ns = self.keys, self.keys.now_ns
-        # Keys without the rank field: every pod here has the same, and levels are taken
-        # in rules 1-5 order, so the rest of the key orders the level alone.
-        if keys.uid_keys is None and now_ns is not None:
-            for pod in pods:  # the hot loop: the facts' memo inlined (see PodFacts.base_key)
-                pod.rank = rank
-                facts = pod.facts
-                memo = facts.memo
-                pod.key = (memo[2] if memo is not None and memo[0] <= now_ns < memo[1]
-                           else facts.base_key(now_ns))
+        before = self.levels.get(level)
+        if before is None:
+            pods = []
+            for node in nodes:
+                for pod in on_node[(group, node)]:
+                    pod.rank = rank
+                    pods.append(pod)
         else:
-            uid_keys = keys.uid_keys
-            for pod in pods:
-                pod.rank = rank
-                pod.key = pod.facts.base_key(
-                    now_ns, None if uid_keys is None else uid_keys[pod.facts.uid])
+            # Ranks only fall, so a node here before and now was here all along.
+            pods_before, nodes_before = before
+            pods = [pod for pod in pods_before
+                    if pod.sync != _GONE and pod.facts.node_name in nodes]
+            for node in nodes - nodes_before:
+                for pod in on_node[(group, node)]:
+                    pod.rank = rank
+                    pods.append(pod)
         if self.class_ids:
-            members = [pod for pod in pods if id(pod) in self.class_ids]
+            members = list(compress(pods, map(self.class_ids.__contains__, map(id, pods))))
             if members:
-                keys.assign_classes(members)
+                self.keys.assign_classes(members)
         pods.sort(key=_KEY)
+        self.levels[level] = (pods, set(nodes))  # never changed in place: copied above
         return pods
 
     def _delete(self, taken: list[RankedPod]) -> None:
         """Take the deleted pods out, then move their nodes to their lower ranks."""
-        gone = set(map(id, taken))
+        per_node, counted = self.per_node, self.counted
+        related = counted.ids
+        places = set()
+        lost: dict[str, int] = {}  # node -> deleted pods that counted towards its rank
+        for pod in taken:  # one pass; what `_discount` counts
+            pod.sync = _GONE
+            facts = pod.facts
+            node = facts.node_name
+            places.add((facts.rules_1_to_4, node))
+            if id(facts) in related or counted.has(facts):
+                lost[node] = lost.get(node, 0) + 1
         on_node = self.on_node
-        for place in {(pod.facts.rules_1_to_4, pod.facts.node_name) for pod in taken}:
-            left = [pod for pod in on_node[place] if id(pod) not in gone]
+        for place in places:
+            left = [pod for pod in on_node[place] if pod.sync != _GONE]
             if left:
                 on_node[place] = left
                 continue
             del on_node[place]
             group, node = place
             self.groups_on[node].discard(group)
-            self._forget(group, self.per_node[node], node)
-        before = {node: self.per_node[node] for node in map(_NODE, map(_FACTS, taken))}
-        for node in _discount(taken, self.per_node, self.counted):
-            old, new = before[node], self.per_node[node]
+            self._forget(group, per_node[node], node)
+        for node, count in lost.items():
+            old = per_node[node]
+            new = per_node[node] = old - count
             for group in self.groups_on.get(node, ()):
                 self._forget(group, old, node)
                 ranks = self.nodes_at.setdefault(group, {})

@@ -67,8 +67,10 @@ def sync_order_groups(shrinking: Sequence[ShrinkingReplicaSet], node_counts: Map
     groups: dict[str, TieGroup | None] = {}
     for rs in shrinking:
         gone = _gone_per_node(rs, shrinking, possible, burst)
-        # Over several syncs the cut moves between syncs: claim no pod as certain there.
-        certain = _certain(rs, gone, node_counts) if rs.removed <= burst else set()
+        # Over several syncs the cut moves between syncs and ranks with it: only whole
+        # rules 1-4 groups before the cut are certain there.
+        certain = (_certain(rs, gone, node_counts) if rs.removed <= burst
+                   else _whole_groups_before_cut(rs))
         uncertain = [p for p in rs.pods if id(p) in possible[rs.name] and id(p) not in certain]
         removed = rs.removed - len(certain)
         groups[rs.name] = (TieGroup(members=uncertain, removed=removed)
@@ -135,6 +137,23 @@ def _certain(rs: ShrinkingReplicaSet, gone: Counter[str],
             if ahead + not_after < rs.removed:
                 result.update(id(pod) for pod in pods)
         ahead += len(members)
+    return result
+
+
+def _whole_groups_before_cut(rs: ShrinkingReplicaSet) -> set[int]:
+    """Pods of the rules 1-4 groups that lie wholly within the `removed` first.
+
+    Rules 1-4 are each pod's own (not its node's rank), so every sync takes what is
+    left of an earlier group before any pod of a later one, whatever the ranks: over
+    all of its syncs the ReplicaSet deletes these groups entirely.
+    """
+    result: set[int] = set()
+    ahead = 0
+    for _key, members in sorted(_groups_by_rules_1_to_4(rs.pods).items()):
+        ahead += len(members)
+        if ahead > rs.removed:
+            break
+        result.update(map(id, members))
     return result
 
 
