@@ -27,10 +27,15 @@ import yaml
 from tests.support import factories as f
 from tests.support import reviews
 from tests.support.reviews import field_paths, replaced
-from tests.support.serving import ANSWER_WITHIN, Server, request, served_like_make_run
+from tests.support.serving import Server, request, served_like_make_run
 from webhook.admission.app import create_app
 from webhook.admission.runtime import PolicyHolder, Runtime
 from webhook.cluster.state import EXAMPLE_STATE, load_state
+
+# A good review while 16 hostile 3 MiB bodies are parsed on the same 2 shared cores: a
+# starved worker would take seconds (past the pod webhooks' 3 s timeoutSeconds and fail
+# open); CPU contention from other jobs alone was seen to add 0.1 s to a 1 s bound.
+HOSTILE_ANSWER_WITHIN = 2.0
 
 ROOT = Path(__file__).resolve().parents[2]
 ENDPOINTS = {"/mutate-pods", "/mutate-bindings", "/validate-scale", "/validate-workloads"}
@@ -213,7 +218,7 @@ def test_burst_of_max_size_hostile_bodies_stays_under_the_memory_limit(server: S
                                            connection=probe)
                     took = time.monotonic() - started
                     assert status == 200
-                    if took > ANSWER_WITHIN:
+                    if took > HOSTILE_ANSWER_WITHIN:
                         slow_answers.append((name, round(took, 2)))
                     time.sleep(0.05)
                 statuses += burst.get()

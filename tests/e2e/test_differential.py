@@ -132,23 +132,31 @@ class State:
                 self.place(pod)
 
     def place(self, pod: dict[str, Any]) -> None:
-        rng, core = self.rng, self.env.core
+        """Mark, bind and give a status to one pod; a pod a controller deleted meanwhile
+        (a rollout scaling an old ReplicaSet down as others turn ready) is skipped, at
+        whichever of these steps its deletion shows (a 404, or a binding refused)."""
         name = pod["metadata"]["name"]
+        try:
+            self._place(name)
+        except ApiException:
+            current = self.env.api_get(f"/api/v1/namespaces/{self.ns}/pods/{name}")
+            if current.get("kind") == "Pod" and not current["metadata"].get("deletionTimestamp"):
+                raise
+
+    def _place(self, name: str) -> None:
+        rng, core = self.rng, self.env.core
         marks = {PLACED: "true"}
         if rng.random() < 0.15 and self.kind != "StatefulSet":  # a person's cost
             marks[COST_ANNOTATION] = str(rng.choice([-1000, -100, -1, 0, 7, 1000, 5000]))
-        try:
-            core.patch_namespaced_pod(name, self.ns, {"metadata": {"annotations": marks}})
-        except ApiException as err:
-            if err.status == 404:
-                return  # deleted meanwhile (a controller changed its mind)
-            raise
+        core.patch_namespaced_pod(name, self.ns, {"metadata": {"annotations": marks}})
         if rng.random() < 0.08:
             return  # left unscheduled (no node fits, say)
         pool = rng.choices(list(POOL_WEIGHTS), list(POOL_WEIGHTS.values()))[0]
         node = rng.choices(node_names(pool), [3, 2, 1][:NODES[pool]])[0]
         bind(self.env, self.ns, name, node)
         bound = self.env.api_get(f"/api/v1/namespaces/{self.ns}/pods/{name}")
+        if bound.get("kind") != "Pod":  # a Status: deleted since the binding
+            return
         phase = rng.choices(["Running", "Pending", "Unknown", "Failed"], [85, 8, 4, 3])[0]
         now = dt.datetime.now(dt.UTC)
         ready_for = rng.choice(AGES) * rng.uniform(0.8, 1.2)

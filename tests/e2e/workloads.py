@@ -279,4 +279,8 @@ def bind(env: Environment, namespace: str, pod: str, node: str) -> None:
     body = {"apiVersion": "v1", "kind": "Binding",
             "metadata": {"name": pod, "namespace": namespace},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
-    env.core.create_namespaced_pod_binding(pod, namespace, body, _preload_content=False)
+    response = env.core.create_namespaced_pod_binding(pod, namespace, body,
+                                                      _preload_content=False)
+    if response.status >= 300:  # unread, the client raises nothing: the caller must know
+        raise client.ApiException(status=response.status, reason=response.reason,
+                                  body=response.data)
