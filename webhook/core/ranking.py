@@ -567,6 +567,9 @@ class ChainBound:
         self.order, self.per_node, self.counted = order, per_node, counted
         self._starts: list[int] | None = None  # where each rules 1-4 group begins
         self._rooms: dict[int, list[int]] = {}  # per group start, see `_room`
+        # Per position of the order: the node of a related pod, None for one that is not
+        # (deleting it changes no rank). Read once, then counted over slices at C speed.
+        self._counted_nodes: list[str | None] | None = None
 
     def group(self, removed: int, victims: Sequence[RankedPod] = ()) -> TieGroup | None:
         """The doubtful pods when the first `removed` of the order go (None: no doubt);
@@ -611,18 +614,25 @@ class ChainBound:
         known = self._rooms.get(start)
         if known is not None:
             return known
-        has, ids = self.counted.has, self.counted.ids
-        deletable = [f for f in map(_FACTS, self.order[:end]) if id(f) in ids or has(f)]
-        fixed = self.per_node - Counter(map(_NODE, deletable))
-        group = list(map(_FACTS, self.order[start:end]))
-        in_group = Counter(f.node_name for f in group if has(f))
+        nodes = self._counted_nodes
+        if nodes is None:
+            has, ids = self.counted.has, self.counted.ids
+            nodes = self._counted_nodes = [f.node_name if id(f) in ids or has(f) else None
+                                           for f in map(_FACTS, self.order)]
+        in_group = Counter(nodes[start:end])
+        uncounted = in_group.pop(None, 0)
+        deleted_before = Counter(nodes[:start])
+        per_node = self.per_node
+        # f(n): related pods on n that neither went before the group nor are in it.
+        fixed = {node: max(0, per_node[node] - deleted_before[node] - count)
+                 for node, count in in_group.items()}
         top = max((fixed[node] + count for node, count in in_group.items()), default=0)
         # Each node adds 1 per level from f(n) to f(n) + g(n): a difference array.
         growing = [0] * (top + 2)
         for node, count in in_group.items():
             growing[fixed[node]] += 1
             growing[fixed[node] + count] -= 1
-        room, total, slope = [], len(group) - in_group.total(), 0
+        room, total, slope = [], uncounted, 0
         for level in range(top + 1):
             room.append(total)
             slope += growing[level]

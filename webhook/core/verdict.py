@@ -108,6 +108,8 @@ def protection(policy: Policy, node_lookup: NodeLookup) -> Protection:
 def worst_case_victims(prediction: ScalePrediction,
                        is_protected: Callable[[RankedPod], bool]) -> list[RankedPod]:
     """Predicted victims, with each tie group's share taken from protected pods first."""
+    if not prediction.tie_groups:
+        return list(prediction.victims)
     uncertain = {id(p) for g in prediction.tie_groups for p in g.members}
     worst = [p for p in prediction.victims if id(p) not in uncertain]
     for group in prediction.tie_groups:
@@ -136,13 +138,16 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
     if protected is None:
         protected = protection(policy, node_lookup)
     worst = worst_case_victims(prediction, protected)
-    worst_ids = set(map(id, worst))
     everyone = _everyone(prediction)
     flags = protected.flags(everyone)
-    lost_protected = [p for p, flag in zip(worst, protected.flags(worst), strict=True) if flag]
-    surviving_other = [p for p, flag in zip(everyone, flags, strict=True)
-                       if not flag and id(p) not in worst_ids]
-    certain = set(map(id, prediction.victims)) == worst_ids
+    lost_protected = list(compress(worst, protected.flags(worst)))
+    surviving_other: list[RankedPod] = []
+    certain = True
+    if lost_protected:  # only a verdict that loses protected pods names the others
+        worst_ids = set(map(id, worst))
+        surviving_other = [p for p, flag in zip(everyone, flags, strict=True)
+                           if not flag and id(p) not in worst_ids]
+        certain = set(map(id, prediction.victims)) == worst_ids
 
     def describe(pod: RankedPod) -> str:
         where = place(pod)
