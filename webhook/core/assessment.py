@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter
 from typing import Any
 
 from .cluster import ClusterView
@@ -11,6 +13,8 @@ from .policy import Policy
 from .prediction import ScalePrediction, predict_scale
 from .ranking import BURST_REPLICAS
 from .verdict import Protection, Verdict, evaluate, protection, worst_case_victims
+
+_NODE_NAME = attrgetter("facts.node_name")
 
 
 @dataclass
@@ -82,8 +86,9 @@ def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[
             return False
         start, end, lowest = cut
         if start not in highest:
-            highest[start] = max((chain.per_node[order[i].facts.node_name]
-                                  for i in range(start, end) if flags[i]), default=-1)
+            protected_here = compress(order[start:end], flags[start:end])
+            highest[start] = max(map(chain.per_node.__getitem__,
+                                     map(_NODE_NAME, protected_here)), default=-1)
         return highest[start] >= lowest
 
     safe, unsafe = burst, prefix + 1
