@@ -34,6 +34,7 @@ import os
 import ssl
 import sys
 import time
+import warnings
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -249,7 +250,12 @@ class DeadlineWorker(GeventWorker):
         self.script_name = ""
 
     def patch(self) -> None:
-        super().patch()
+        with warnings.catch_warnings():
+            # gevent warns that `ssl` was imported before it patched it (the master
+            # imported urllib3); `_use_gevent_ssl_everywhere` below is what resolves
+            # that, so the warning would only alarm whoever reads the log.
+            warnings.simplefilter("ignore", monkey.MonkeyPatchWarning)
+            super().patch()
         _use_gevent_ssl_everywhere()
         # Built again now that `ssl` is gevent's: the master's context cannot wrap
         # gevent sockets (TypeError at the first connection).
