@@ -41,6 +41,7 @@ import copy
 import json
 import re
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -558,6 +559,12 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     allow_reuse_address = True
     api: FakeKubeAPI
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Clients under test hang up on purpose (timeouts, stopped watches); the default
+        # prints a BrokenPipeError traceback into the test run's output.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -9,6 +9,8 @@ server's are shared by gunicorn workers through prometheus_client's multiprocess
 from __future__ import annotations
 
 import json
+import logging
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,6 +19,11 @@ from typing import Any
 import prometheus_client as prom
 
 from .decide import FAILED, KEPT, PATCHED, SKIPPED, UNCHANGED_POD
+
+log = logging.getLogger(__name__)
+# A connection that sends nothing (or stalls mid-request) for this long is closed: each
+# holds a thread, and a scraper or probe that gave up must not keep one forever.
+IDLE_TIMEOUT_S = 10.0
 
 
 class Metrics:
@@ -65,6 +72,8 @@ def serve_http(port: int, metrics: Metrics, health: Callable[[], tuple[bool, dic
     """Serve /metrics (Prometheus text) and /healthz (JSON) over plain HTTP in a thread."""
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = IDLE_TIMEOUT_S
+
         def do_GET(self) -> None:
             if self.path.split("?")[0] == "/metrics":
                 body, content_type = metrics.render()
@@ -86,7 +95,20 @@ def serve_http(port: int, metrics: Metrics, health: Callable[[], tuple[bool, dic
         def log_message(self, format: str, *args: Any) -> None:
             return
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
+    server = _MetricsServer((host, port), Handler)
     threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
     return server
+
+
+class _MetricsServer(ThreadingHTTPServer):
+    """One thread per connection; a client that leaves early is not an error."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A probe that timed out or a scraper that hung up (broken pipe, reset, read
+        timeout) is routine: no traceback on stderr. Anything else is logged once."""
+        error = sys.exc_info()[1]
+        if isinstance(error, (ConnectionError, TimeoutError)):
+            return
+        log.warning("metrics endpoint: request from %s failed: %r", client_address, error)
