@@ -52,7 +52,8 @@ def child(variant: str, kubeconfig: str) -> None:
         source = subprocess.run(["git", "-C", str(ROOT), "show",
                                  f"{BASELINE_COMMIT}:webhook/live.py"],
                                 check=True, capture_output=True, text=True).stdout
-        # Its modules moved since (webhook/cluster/); the code it calls did not change.
+        # Its relative imports, pointed at where those modules are today (the code it
+        # calls is the same).
         source = (source.replace("from .core.", "from webhook.core.")
                   .replace("from .kubeclient import", "from webhook.cluster.kubeclient import"))
         spec = importlib.util.spec_from_loader("webhook._baseline_live", loader=None)

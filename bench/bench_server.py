@@ -225,7 +225,7 @@ def against_reference(directory: Path) -> None:
 
 
 MODELS = [("gevent", 1, "(the default)"), ("gevent", 2, ""), ("gthread", 1, "x 8 threads"),
-          ("gthread", 2, "x 8 threads (the previous default)")]
+          ("gthread", 2, "x 8 threads")]
 
 
 def worker_models(directory: Path) -> None:

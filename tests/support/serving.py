@@ -77,7 +77,7 @@ def running_server(directory: Path, *args: str, workers: int | None = None,
     tls = make_certs(directory)
     port = free_port()
     # As `make run` and the manifests start it: `serve` sets up its own metrics directory
-    # (a test-only PROMETHEUS_MULTIPROC_DIR once hid an empty /metrics).
+    # (a PROMETHEUS_MULTIPROC_DIR set for the tests could hide an empty /metrics).
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     command = [sys.executable, "-m", "webhook", "serve", "--cert", str(tls["cert"]),
                "--key", str(tls["key"]), "--host", "127.0.0.1", "--port", str(port),

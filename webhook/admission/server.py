@@ -110,9 +110,9 @@ def _worker_exit(_server: Any, worker: Any) -> None:
     """End a worker process here, once its logs are flushed: `os._exit`, as
     multiprocessing ends its forked children.
 
-    Left to the interpreter's teardown, a worker freed the objects it holds (some kept
-    alive until then by gc.freeze) after gevent's modules were already cleared; a
-    logging handler among them then locked logging's gevent-patched lock and printed a
+    Left to the interpreter's teardown, a worker frees the objects it holds (some kept
+    alive until then by gc.freeze) after gevent's modules are already cleared; a
+    logging handler among them then locks logging's gevent-patched lock and prints a
     `_removeHandlerRef ... 'NoneType' object is not callable` traceback at every worker
     exit. Nothing a worker owns needs that teardown: the master marks its metrics dead
     (child_exit) and the kernel closes its sockets. gunicorn also calls this hook in the
