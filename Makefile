@@ -36,26 +36,26 @@ BENCH_RESULTS ?= .bench-results.jsonl
 bench: $(STAMP) ## all benchmarks, then every figure in one table with its bound or ratio
 	rm -f $(BENCH_RESULTS)
 	BENCH_RESULTS=$(abspath $(BENCH_RESULTS)) $(MAKE) --no-print-directory bench-core bench-cache bench-server bench-reconciler bench-rollout bench-scalecheck
-	$(PY) bench/table.py $(BENCH_RESULTS)
+	$(PY) -m bench.table $(BENCH_RESULTS)
 
 bench-core: $(STAMP) ## core: predict + judge 1k-100k pods, today's core against the old one
-	$(PY) bench/bench_core.py
+	$(PY) -m bench.bench_core
 
 bench-cache: $(STAMP) ## live cache: memory and GC pause per 10,000 realistic pods, old vs new
-	$(PY) bench/bench_cache.py
+	$(PY) -m bench.bench_cache
 
 bench-server: $(STAMP) hey
-	$(PY) bench/bench_server.py
+	$(PY) -m bench.bench_server
 
 soak: $(STAMP) hey ## mixed load stepped up to saturation, then a killed worker and cert rotations
-	$(PY) bench/soak.py
+	$(PY) -m bench.soak
 
 .PHONY: bench-rollout bench-scalecheck
 bench-rollout: $(STAMP) ## a Deployment scaled down mid-rollout: the sync-order model, 200-4,000 pods
-	$(PY) bench/bench_rollout.py
+	$(PY) -m bench.bench_rollout
 
 bench-scalecheck: $(STAMP) ## scale checks of a 10,000-pod Deployment through HTTPS, state file and live
-	$(PY) bench/bench_scalecheck.py
+	$(PY) -m bench.bench_scalecheck
 
 # The plan page is checked in headless Chromium; without root or apt its test is skipped.
 .PHONY: chromium
@@ -72,7 +72,7 @@ run: $(STAMP) $(CERT_DIR)/tls.crt ## serve the webhook on https://localhost:8443
 		--cert $(CERT_DIR)/tls.crt --key $(CERT_DIR)/tls.key --port $(PORT) --access-log
 
 bench-reconciler: $(STAMP) ## reconciler: API writes and pass times over 1,000 pods (fake API server)
-	$(PY) bench/bench_reconciler.py
+	$(PY) -m bench.bench_reconciler
 
 e2e: $(STAMP) ## end-to-end tests on a local control plane built from k8s.io/kubernetes (README)
 	PY=$(PY) tests/e2e/run.sh
@@ -86,6 +86,6 @@ BENCH_SCALE_RESULTS ?= .bench-scale.jsonl
 bench-scale: $(STAMP) ## poolguard on the e2e control plane, 30,000 pods on 1,000 fake nodes (long)
 	tests/e2e/build.sh
 	rm -f $(BENCH_SCALE_RESULTS)
-	status=0; BENCH_RESULTS=$(abspath $(BENCH_SCALE_RESULTS)) $(PY) bench/bench_scale.py || status=$$?; \
-		if [ -s $(BENCH_SCALE_RESULTS) ]; then $(PY) bench/table.py $(BENCH_SCALE_RESULTS); fi; \
+	status=0; BENCH_RESULTS=$(abspath $(BENCH_SCALE_RESULTS)) $(PY) -m bench.bench_scale || status=$$?; \
+		if [ -s $(BENCH_SCALE_RESULTS) ]; then $(PY) -m bench.table $(BENCH_SCALE_RESULTS); fi; \
 		exit $$status

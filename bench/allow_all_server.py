@@ -7,7 +7,7 @@ import sys
 import orjson
 from flask import Flask, Response, request
 
-from webhook.admission.gunicorn import GunicornServer
+from webhook.admission.server import GunicornServer
 from webhook.cli.main import build_parser
 
 

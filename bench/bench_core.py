@@ -15,22 +15,17 @@ import gc
 import math
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from baseline import BASELINE_COMMIT, core_module, load_core
-from results import record
 
 from tests.support import factories as f
 from webhook.core.assessment import Assessment, assess_scale
 from webhook.core.cluster import Snapshot
 from webhook.core.kube import format_time_ns, parse_time_ns
 from webhook.core.policy import default_policy
+
+from .baseline import BASELINE_COMMIT, core_module, load_core
+from .results import record
 
 NOW = parse_time_ns("2026-11-22T12:00:00Z")
 POOLS = ["inference", "hybrid", "training", None]
@@ -75,10 +70,9 @@ def outcome(assessment: Assessment) -> tuple:
     """The prediction of an assessment, for the old-versus-new comparison.
 
     Victims, survivors and ranks only. Not the safe replica count: the old core gave it
-    only with a violation (commit 2a1e21a made it part of every verdict). Not the tie
-    groups and the verdict: for a scale-down over several syncs whose early syncs cut a
-    tie group the old core's worst case missed pods (README, "Scale-downs of more than
-    500 pods"); the groups each sync cuts are checked against a reference in the tests.
+    only with a violation. Not the tie groups and the verdict: for a scale-down over
+    several syncs whose early syncs cut a tie group the old core's worst case missed
+    pods; the groups each sync cuts are checked against a reference in the tests.
     """
     prediction = assessment.prediction
     return ([p.name for p in prediction.victims], [p.name for p in prediction.survivors],

@@ -1,6 +1,6 @@
 """Reconciler figures against the fake API server (tests/support/kubeapi.py).
 
-    .venv/bin/python bench/bench_reconciler.py [--pods 1000] [--skip-default-rate]
+    .venv/bin/python -m bench.bench_reconciler [--pods 1000] [--skip-default-rate]
 
 Prints, for N governed pods spread over inference and hybrid nodes:
 - a first `--once` pass over N stale pods (no cost yet): wall time and API writes,
@@ -20,20 +20,18 @@ from dataclasses import replace
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+from tests.support import factories as f
+from tests.support.kubeapi import FakeKubeAPI, wait_until
+from webhook.cluster.kubeclient import api_client_from
+from webhook.cluster.live import NAMESPACES, NODES, PODS, LiveCluster
+from webhook.core.policy import default_policy
+from webhook.reconciler.options import Options
+from webhook.reconciler.passes import run_once
+from webhook.reconciler.service import Service
+
+from .results import record
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # for tests.support
-sys.path.insert(0, str(ROOT / "bench"))
-
-from results import record  # noqa: E402
-
-from tests.support import factories as f  # noqa: E402
-from tests.support.kubeapi import FakeKubeAPI, wait_until  # noqa: E402
-from webhook.cluster.kubeclient import api_client_from  # noqa: E402
-from webhook.cluster.live import NAMESPACES, NODES, PODS, LiveCluster  # noqa: E402
-from webhook.core.policy import default_policy  # noqa: E402
-from webhook.reconciler.options import Options  # noqa: E402
-from webhook.reconciler.passes import run_once  # noqa: E402
-from webhook.reconciler.service import Service  # noqa: E402
 
 HIGH = Options(qps=100_000, burst=100_000, identity="bench")
 DEFAULT = Options(identity="bench")

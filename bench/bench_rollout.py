@@ -14,12 +14,8 @@ from __future__ import annotations
 
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.support
 
 from tests.support import factories as f
 from webhook.core.cluster import Snapshot
@@ -28,8 +24,7 @@ from webhook.core.kube import parse_time_ns
 from webhook.core.policy import default_policy
 from webhook.core.prediction import MAX_REPLICAS_ANNOTATION, predict_scale
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results import record
+from .results import record
 
 NOW = parse_time_ns("2026-11-22T12:00:00Z")
 POOL_COST = {"inference": "1000", "hybrid": "-100"}

@@ -12,7 +12,6 @@ server's CPU per request. Loopback only; every run is bounded in time.
 from __future__ import annotations
 
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -20,18 +19,16 @@ from pathlib import Path
 import requests
 import yaml
 
+from tests.support import factories as f
+from tests.support import reviews
+from tests.support.serving import running_server
+
+from .bench_core import cluster_objects
+from .bench_server import session_cpu_ms
+from .fake_api import serve_fake_api
+from .results import record
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # for tests.support
-sys.path.insert(0, str(ROOT / "bench"))
-
-from bench_core import cluster_objects  # noqa: E402
-from bench_server import session_cpu_ms  # noqa: E402
-from fake_api import serve_fake_api  # noqa: E402
-from results import record  # noqa: E402
-
-from tests.support import factories as f  # noqa: E402
-from tests.support import reviews  # noqa: E402
-from tests.support.serving import running_server  # noqa: E402
 
 BIG, SMALL = 10_000, 1_000
 SAMPLES = 40

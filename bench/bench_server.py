@@ -24,16 +24,14 @@ from pathlib import Path
 
 import requests
 
+from tests.support import factories as f
+from tests.support import reviews
+from tests.support.serving import running_server, stop_group
+
+from . import heyrun
+from .results import record
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # for tests.support
-sys.path.insert(0, str(ROOT / "bench"))
-
-import heyrun  # noqa: E402
-from results import record  # noqa: E402
-
-from tests.support import factories as f  # noqa: E402
-from tests.support import reviews  # noqa: E402
-from tests.support.serving import running_server, stop_group  # noqa: E402
 
 DURATION = "4s"
 ROUNDS = 3  # alternate the two servers so background load hits both alike
@@ -82,10 +80,10 @@ def start_allow_all(stack: ExitStack, directory: Path, worker_class: str,
     port = free_port()
     log = stack.enter_context((directory / "allow.log").open("w"))
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "allow_all_server.py"), "--cert", str(tls["cert"]),
+        [sys.executable, "-m", "bench.allow_all_server", "--cert", str(tls["cert"]),
          "--key", str(tls["key"]), "--host", "127.0.0.1", "--port", str(port),
          "--worker-class", worker_class, "--workers", str(workers)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     stack.callback(stop_group, process, 15)
     for _ in range(200):
         try:
@@ -227,7 +225,7 @@ def against_reference(directory: Path) -> None:
 
 
 MODELS = [("gevent", 1, "(the default)"), ("gevent", 2, ""), ("gthread", 1, "x 8 threads"),
-          ("gthread", 2, "x 8 threads (the previous default)")]
+          ("gthread", 2, "x 8 threads")]
 
 
 def worker_models(directory: Path) -> None:

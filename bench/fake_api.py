@@ -16,14 +16,17 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from tests.support.kubeapi import FakeKubeAPI
+from tests.support.realistic import realistic_pod
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def serve_fake_api(kubeconfig: Path, objects: Iterable[dict] = (), *,
                    realistic_pods: int = 0) -> subprocess.Popen:
     """Start the fake API server holding `objects` and `realistic_pods` pods of
-    bench_cache.realistic_pod; returns once it listens, its kubeconfig written."""
-    command = [sys.executable, __file__, "--kubeconfig", str(kubeconfig),
+    tests.support.realistic; returns once it listens, its kubeconfig written."""
+    command = [sys.executable, "-m", "bench.fake_api", "--kubeconfig", str(kubeconfig),
                "--realistic-pods", str(realistic_pods)]
     objects = list(objects)
     if objects:
@@ -45,15 +48,10 @@ def main() -> None:
     parser.add_argument("--objects", type=Path, help="a JSON list of objects to serve")
     parser.add_argument("--realistic-pods", type=int, default=0)
     args = parser.parse_args()
-    sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
-    import bench_cache
-
-    from tests.support.kubeapi import FakeKubeAPI
-
     api = FakeKubeAPI().start()
     if args.objects:
         api.put(*json.loads(args.objects.read_text()))
-    api.put(*(bench_cache.realistic_pod(i) for i in range(args.realistic_pods)))
+    api.put(*(realistic_pod(i) for i in range(args.realistic_pods)))
     api.write_kubeconfig(args.kubeconfig)
     print("ready", flush=True)
     sys.stdin.read()  # serve until the parent closes our stdin

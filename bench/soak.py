@@ -12,22 +12,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from tests.support import factories as f
+from tests.support import reviews
+from tests.support.serving import rotate, running_server, worker_pids
+
+from . import heyrun
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # for tests.support
-sys.path.insert(0, str(ROOT / "bench"))
-
-import heyrun  # noqa: E402
-
-from tests.admission.test_faults import rotate  # noqa: E402
-from tests.support import factories as f  # noqa: E402
-from tests.support import reviews  # noqa: E402
-from tests.support.serving import running_server, worker_pids  # noqa: E402
 
 STEP_SECONDS = int(os.environ.get("SOAK_SECONDS", "10"))
 RATES = [int(r) for r in os.environ.get("SOAK_RATES", "300,600,1200,2400,0").split(",")]

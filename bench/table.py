@@ -1,6 +1,6 @@
 """Print the figures the benchmarks recorded (bench/results.py) as one table.
 
-    python bench/table.py FILE
+    python -m bench.table FILE
 """
 
 from __future__ import annotations

@@ -1,9 +1,18 @@
-"""The import graph: no cycles anywhere in webhook/ and certs/, and a pure core.
+"""The shape of the code: no import cycle, a pure core, modules of a readable size.
 
-webhook/core is the shared truth of the admission server, the reconciler and `plan`, so
-it must stay free of I/O: it imports only the standard library and itself, and never
-opens a file, a socket or a process. The reconciler's decision (webhook/reconciler/
-decide.py) is held to the same rule, with the core as its only project import.
+- No import cycle anywhere in the repository: webhook/, certs/, bench/ and tests/.
+- webhook/core is the shared truth of the admission server, the reconciler and `plan`,
+  so it must stay free of I/O: it imports only the standard library and itself, and
+  never opens a file, a socket or a process. The reconciler's decision (webhook/
+  reconciler/decide.py) is held to the same rule, with the core as its only project
+  import.
+- A module of webhook/ or certs/ has at most MAX_LINES lines, unless its docstring says
+  why it needs more: a paragraph that starts with `Size:` and gives the reason, e.g.
+
+      Size: the cache and the reflectors that feed it share one lock and one store.
+
+- Nothing edits `sys.path`: the packages are imported from the repository root
+  (pytest's root, `python -m bench.<name>`, `python -m webhook`).
 """
 
 from __future__ import annotations
@@ -15,7 +24,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("webhook", "certs")
+PACKAGES = ("webhook", "certs", "bench", "tests")
+SIZED = ("webhook", "certs")  # the packages held to MAX_LINES
+MAX_LINES = 450
 # Standard-library modules that reach files, sockets, processes or the environment.
 IO_MODULES = {"os", "io", "pathlib", "shutil", "tempfile", "socket", "ssl", "subprocess",
               "http", "urllib", "select", "selectors", "asyncio", "signal", "mmap", "glob",
@@ -84,9 +95,12 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_walk_sees_the_whole_project() -> None:
     graph = project_graph()
     assert {"webhook.core.ranking", "webhook.admission.app", "webhook.cli.main",
-            "webhook.reconciler.service", "certs.cli"} <= set(graph)
+            "webhook.reconciler.service", "certs.cli", "bench.bench_cache",
+            "tests.support.kubeapi", "tests.test_architecture"} <= set(graph)
     assert "webhook.cluster.state" in graph["webhook.cli.plan"]  # relative imports resolve
-    assert "webhook.admission.gunicorn" in graph["webhook.cli.serve"]  # lazy imports count
+    assert "webhook.admission.server" in graph["webhook.cli.serve"]  # lazy imports count
+    assert "bench.heyrun" in graph["bench.bench_server"]  # `from . import module`
+    assert "tests.support.factories" in graph["bench.bench_core"]
 
 
 def test_no_import_cycles() -> None:
@@ -123,3 +137,81 @@ def test_pure_modules_do_no_io(name: str) -> None:
                 "read_text", "write_text", "read_bytes", "write_bytes", "open", "unlink",
                 "mkdir", "stat", "system", "popen", "environ", "getenv"}:
             pytest.fail(f"{MODULES[name]}:{node.lineno} uses .{node.attr} (I/O)")
+
+
+# --- module size ---------------------------------------------------------------------
+
+
+def size_reason(source: str) -> str | None:
+    """The reason a module's docstring gives for its size (its `Size:` paragraph), or None."""
+    docstring = ast.get_docstring(ast.parse(source)) or ""
+    paragraphs = [" ".join(p.split()) for p in docstring.split("\n\n")]
+    for paragraph in paragraphs:
+        if paragraph.startswith("Size:"):
+            reason = paragraph.removeprefix("Size:").strip()
+            return reason if len(reason.split()) >= 5 else None
+    return None
+
+
+def test_modules_over_the_size_limit_say_why() -> None:
+    unexplained = []
+    for name, path in sorted(MODULES.items()):
+        if name.partition(".")[0] not in SIZED:
+            continue
+        source = path.read_text(encoding="utf-8")
+        lines = len(source.splitlines())
+        if lines > MAX_LINES and size_reason(source) is None:
+            unexplained.append(f"{path.relative_to(REPO)}: {lines} lines")
+    assert not unexplained, (f"over {MAX_LINES} lines with no `Size:` paragraph in the "
+                             "docstring saying why: " + ", ".join(unexplained))
+
+
+def test_the_size_reason_is_read_from_the_docstring() -> None:
+    stated = '"""A module.\n\nSize: one parser per command, beside the code reading it.\n"""'
+    assert size_reason(stated) == "one parser per command, beside the code reading it."
+    wrapped = '"""A module.\n\nSize: one parser per command,\nbeside the code reading it.\n"""'
+    assert size_reason(wrapped) == "one parser per command, beside the code reading it."
+    assert size_reason('"""A module.\n\nSize: big.\n"""') is None  # no reason given
+    assert size_reason('"""A module of some Size: mentioned in passing."""') is None
+    assert size_reason('# Size: a comment is not the docstring, it says nothing\n') is None
+
+
+# --- sys.path -------------------------------------------------------------------------
+
+SYS_PATH_EDITS = {"insert", "append", "extend", "remove", "pop", "clear"}
+
+
+def edits_sys_path(source: str) -> list[int]:
+    """Lines of `source` that change `sys.path`: a mutating call on it, an assignment to it."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in SYS_PATH_EDITS):
+            changed = [node.func.value]
+        elif isinstance(node, ast.Assign):
+            changed = node.targets
+        elif isinstance(node, ast.AugAssign):
+            changed = [node.target]
+        else:
+            continue
+        if any(_is_sys_path(t.value if isinstance(t, ast.Subscript) else t) for t in changed):
+            lines.append(node.lineno)
+    return lines
+
+
+def _is_sys_path(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "path"
+            and isinstance(node.value, ast.Name) and node.value.id == "sys")
+
+
+def test_nothing_edits_sys_path() -> None:
+    edits = [f"{path.relative_to(REPO)}:{line}" for path in MODULES.values()
+             for line in edits_sys_path(path.read_text(encoding="utf-8"))]
+    assert not edits, "sys.path edited at " + ", ".join(edits)
+
+
+def test_sys_path_edits_are_seen() -> None:
+    assert edits_sys_path("import sys\nsys.path.insert(0, 'x')\n") == [2]
+    assert edits_sys_path("import sys\nsys.path[:0] = ['x']\n") == [2]
+    assert edits_sys_path("import sys\nsys.path += ['x']\n") == [2]
+    assert edits_sys_path("import sys\nprint(sys.path[0], sys.path.index('x'))\n") == []

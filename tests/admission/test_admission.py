@@ -11,14 +11,13 @@ from tests.support import factories as f
 from tests.support import reviews
 from webhook.admission.app import respond
 from webhook.admission.handlers import (
-    BadReview,
     Context,
-    parse_review,
     review_binding,
     review_pod_create,
     review_scale,
     review_workload,
 )
+from webhook.admission.review import BadReview, parse_review
 from webhook.core.cluster import Snapshot
 from webhook.core.kube import parse_time_ns
 from webhook.core.policy import parse_policy

@@ -25,7 +25,8 @@ from tests.support import factories as f
 from tests.support import reviews
 from tests.support.reviews import field_paths, replaced
 from tests.support.serving import request, served_like_make_run
-from webhook.admission.app import CLIENT_CERT_KEY, create_app, with_fast_admission
+from webhook.admission.app import create_app, with_fast_admission
+from webhook.admission.certwatcher import CLIENT_CERT_KEY
 from webhook.admission.runtime import PolicyHolder, Runtime
 from webhook.cluster.state import EXAMPLE_STATE, load_state
 

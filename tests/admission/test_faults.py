@@ -15,12 +15,12 @@ from pathlib import Path
 import requests
 import yaml
 
-from certs.pki import generate_serving_cert
 from tests.support import factories as f
 from tests.support import reviews
 from tests.support.serving import (
     free_port,
     request,
+    rotate,
     running_server,
     served_like_make_run,
     worker_pids,
@@ -78,18 +78,6 @@ def served_certificate(url: str) -> bytes:
     with socket.create_connection((host, port), timeout=5) as raw, \
             context.wrap_socket(raw, server_hostname="localhost") as tls:
         return tls.getpeercert(binary_form=True)
-
-
-def rotate(directory: Path) -> None:
-    """Write a new pair signed by the same CA the way the certs tool does: atomic renames."""
-    ca_key = (directory / "ca.key").read_bytes() if (directory / "ca.key").exists() else None
-    assert ca_key, "the test CA key is needed to sign a rotated certificate"
-    key, cert = generate_serving_cert(ca_key, (directory / "ca.crt").read_bytes(),
-                                      ["localhost"], ["127.0.0.1"])
-    for name, data in (("tls.key", key), ("tls.crt", cert)):
-        temporary = directory / f".{name}.tmp"
-        temporary.write_bytes(data)
-        os.replace(temporary, directory / name)
 
 
 def test_certificate_rotation_under_load_fails_no_request(tmp_path):

@@ -326,8 +326,8 @@ def test_shutdown_closes_idle_kept_alive_connections_at_once(tmp_path) -> None:
 def test_a_connection_dialled_but_not_yet_used_stays_usable(server: Server) -> None:
     """Go's transport parks a connection it dialled for a request another connection
     served, and sends a later review on it; closed after a few seconds, that review
-    failed open (`broken pipe` under `make bench-scale`). It waits like an idle
-    kept-alive connection instead (past the 5 s header deadline)."""
+    would fail open (`broken pipe`). It waits like an idle kept-alive connection
+    instead (past the 5 s header deadline)."""
     connection = http.client.HTTPSConnection(server.host, server.port, timeout=15,
                                              context=server.client_context())
     connection.connect()  # handshake done, no request yet

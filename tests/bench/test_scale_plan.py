@@ -14,10 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-
-from scale_plan import (  # noqa: E402
+from bench.scale_plan import (
     BIG_NAME,
     BIG_NAMESPACE,
     DEPLOYMENT_SIZE,
@@ -33,6 +30,8 @@ from scale_plan import (  # noqa: E402
     quantile,
     workloads,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 EXPOSITION = """\
 # HELP poolguard_admission_duration_seconds Time to answer an admission request
@@ -84,7 +83,7 @@ def test_out_of_bounds_settings_name_the_variable(environ: dict[str, str],
 
 
 def test_bench_scale_refuses_bad_settings_before_starting_anything() -> None:
-    done = subprocess.run([sys.executable, "bench/bench_scale.py"], cwd=ROOT, text=True,
+    done = subprocess.run([sys.executable, "-m", "bench.bench_scale"], cwd=ROOT, text=True,
                           capture_output=True, timeout=60,
                           env={"BENCH_SCALE_NODES": "3", "PATH": "/usr/bin:/bin"})
     assert done.returncode == 2

@@ -24,7 +24,8 @@ import yaml
 from tests.support import factories as f
 from tests.support import reviews
 from tests.support.serving import running_server
-from webhook.admission.handlers import Context, parse_review, review_scale
+from webhook.admission.handlers import Context, review_scale
+from webhook.admission.review import parse_review
 from webhook.cli.main import main as cli_main
 from webhook.cluster.state import load_policy, load_state
 from webhook.core.prediction import MAX_REPLICAS_ANNOTATION

@@ -55,6 +55,18 @@ def make_certs(directory: Path) -> dict[str, Path]:
     return paths
 
 
+def rotate(directory: Path) -> None:
+    """Write a new pair signed by the same CA the way the certs tool does: atomic renames."""
+    ca_key = (directory / "ca.key").read_bytes() if (directory / "ca.key").exists() else None
+    assert ca_key, "the test CA key is needed to sign a rotated certificate"
+    key, cert = generate_serving_cert(ca_key, (directory / "ca.crt").read_bytes(),
+                                      ["localhost"], ["127.0.0.1"])
+    for name, data in (("tls.key", key), ("tls.crt", cert)):
+        temporary = directory / f".{name}.tmp"
+        temporary.write_bytes(data)
+        os.replace(temporary, directory / name)
+
+
 @contextmanager
 def running_server(directory: Path, *args: str, workers: int | None = None,
                    ready_timeout: float = 30):
@@ -65,7 +77,7 @@ def running_server(directory: Path, *args: str, workers: int | None = None,
     tls = make_certs(directory)
     port = free_port()
     # As `make run` and the manifests start it: `serve` sets up its own metrics directory
-    # (a test-only PROMETHEUS_MULTIPROC_DIR once hid an empty /metrics).
+    # (a PROMETHEUS_MULTIPROC_DIR set for the tests could hide an empty /metrics).
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     command = [sys.executable, "-m", "webhook", "serve", "--cert", str(tls["cert"]),
                "--key", str(tls["key"]), "--host", "127.0.0.1", "--port", str(port),

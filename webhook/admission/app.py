@@ -1,4 +1,10 @@
-"""The Flask app: admission endpoints, health, readiness and metrics."""
+"""The WSGI app: the admission endpoints, health, readiness and metrics.
+
+`create_app` builds the Flask app (every answer JSON, never an HTML error page), and
+`with_fast_admission` puts a thin WSGI layer in front that answers the admission POSTs
+without Flask. Both run one `Endpoint` per path of handlers.ENDPOINTS: client-certificate
+check, body bounds (limits.py), parsing (review.py), the handler, and its metrics.
+"""
 
 from __future__ import annotations
 
@@ -17,41 +23,25 @@ from werkzeug.wsgi import get_content_length
 
 from ..errors import InputError
 from . import metrics
-from .handlers import (
-    Context,
-    Decision,
-    parse_review,
-    review,
-    review_binding,
-    review_pod_create,
-    review_scale,
-    review_workload,
+from .certwatcher import CLIENT_CERT_KEY
+from .handlers import ENDPOINTS, Context, Handler
+from .limits import (
+    DRAIN_LIMIT,
+    LARGE_BODY_BYTES,
+    MAX_BODY_BYTES,
+    MAX_JSON_VALUES,
+    TOO_LARGE,
+    error_body,
+    json_values_at_most,
 )
+from .review import AdmissionRequest, AdmissionResponse, parse_review, review
 from .runtime import Runtime
 
-MAX_BODY_BYTES = 3 * 1024 * 1024  # the API server's own request limit is 3 MiB
-DRAIN_LIMIT = 16 * 1024 * 1024  # read (and drop) this much of a too-large body so the
-# client sees the 413 instead of a reset connection; past it, the connection is dropped
-# Parsing costs about 1 µs and 80 bytes per JSON value and cannot be interrupted: a 3 MiB
-# body of `[]` would hold the worker for ~0.3 s and ~90 MB. A real pod's review has a few
-# hundred values; a Deployment at etcd's 1.5 MiB object limit, with its old copy, at most
-# ~200,000 (env lists of 3 values per 25 bytes).
-MAX_JSON_VALUES = 200_000
-LARGE_BODY_BYTES = 64 * 1024  # a pod's review is 3-20 KiB
 # One large parse at a time: under the gevent worker this lock is gevent's, so a review
 # that arrives during a burst of large bodies waits for one parse at most, not for all.
 _large_parses = threading.Lock()
-CLIENT_CERT_KEY = "poolguard.client_cert"  # WSGI environ: the verified peer certificate
 log = logging.getLogger("poolguard")
-Handler = Callable[[dict[str, Any], Context], Decision]
 Answer = tuple[int, bytes]  # HTTP status and JSON body
-
-ENDPOINTS: dict[str, Handler] = {
-    "/mutate-pods": review_pod_create,
-    "/mutate-bindings": review_binding,
-    "/validate-scale": review_scale,
-    "/validate-workloads": review_workload,
-}
 
 
 JSON_HEADERS = ("Content-Type", "application/json")
@@ -63,11 +53,11 @@ def _json(status: int, payload: Any) -> Response:
 
 
 def _error(status: int, message: str) -> Response:
-    return _json(status, {"error": message, "code": status})
+    return _json_answer(_error_body(status, message))
 
 
 def _error_body(status: int, message: str) -> Answer:
-    return status, orjson.dumps({"error": message, "code": status})
+    return status, error_body(status, message)
 
 
 def create_app(runtime: Runtime, require_client_cert: bool = False) -> Flask:
@@ -75,8 +65,6 @@ def create_app(runtime: Runtime, require_client_cert: bool = False) -> Flask:
 
     With `require_client_cert`, the admission endpoints answer only clients whose TLS
     certificate the worker verified (`serve --client-ca`); probes and metrics stay open.
-    `serve` runs it behind `with_fast_admission`, which answers the admission POSTs with
-    the same `Endpoint`s without Flask's per-request machinery.
     """
     app = Flask("poolguard")
     measured = metrics.admission()
@@ -136,7 +124,7 @@ def with_fast_admission(app: Flask) -> Callable[[dict[str, Any], Callable], Any]
     """`app` behind a thin WSGI layer that answers the admission POSTs itself.
 
     Flask's request context, URL matching and response objects cost more CPU than an
-    admission decision (issue 13: ~25% of the worker's time under load). The layer hands
+    admission decision (about a quarter of the worker's time under load). The layer hands
     a POST to one of `ENDPOINTS` straight to its `Endpoint.answer`, the code the Flask view
     runs too, and everything else (probes, /metrics, other methods and paths, their
     errors) to Flask. Both paths give the same status, headers and body.
@@ -200,8 +188,7 @@ class Endpoint:
             return _error_body(415, "Content-Type must be application/json"), "bad-request"
         raw = _read_body(environ)
         if raw is None:
-            return (_error_body(413, f"body exceeds the {MAX_BODY_BYTES}-byte limit"),
-                    "bad-request")
+            return _error_body(413, TOO_LARGE), "bad-request"
         if json_values_at_most(raw) > MAX_JSON_VALUES:
             return (_error_body(413, f"body has more than {MAX_JSON_VALUES} JSON values"),
                     "bad-request")
@@ -260,25 +247,13 @@ def _drain(stream: Any, limit: int) -> None:
         remaining -= len(chunk)
 
 
-def json_values_at_most(raw: bytes) -> int:
-    """An upper bound of the number of values in JSON text, found without parsing it.
-
-    The values are the root plus, in each non-empty container, its commas plus one: at
-    most 1 + commas + containers. Counting `,`, `[` and `{` bytes (inside strings too,
-    which only overcounts) bounds it at the speed of a memory scan.
-    """
-    if len(raw) <= MAX_JSON_VALUES:  # every value takes at least one byte
-        return len(raw)
-    return raw.count(b",") + raw.count(b"[") + raw.count(b"{") + 1
-
-
 @cache
 def _decision_counter(endpoint: str, outcome: str) -> Any:
     return metrics.admission().decisions.labels(endpoint, outcome)
 
 
-def respond(endpoint: str, handler: Handler, admission_request: dict[str, Any],
-            ctx: Context) -> dict[str, Any]:
+def respond(endpoint: str, handler: Handler, admission_request: AdmissionRequest,
+            ctx: Context) -> AdmissionResponse:
     """Run one handler; record its decision in the metrics and the audit annotations."""
     decision = handler(admission_request, ctx)
     _decision_counter(endpoint, decision.outcome.value).inc()
@@ -288,7 +263,7 @@ def respond(endpoint: str, handler: Handler, admission_request: dict[str, Any],
     return decision.final_response()
 
 
-def _result_label(response: dict[str, Any]) -> str:
+def _result_label(response: AdmissionResponse) -> str:
     if not response.get("allowed"):
         return "denied"
     if response.get("patch"):

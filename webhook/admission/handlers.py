@@ -1,19 +1,18 @@
-"""Admission decisions on AdmissionReview dicts: the webhook's logic without HTTP.
+"""The admission handlers: the webhook's decisions, without HTTP.
 
-Each `review_*` function takes the parsed `request` of an admission.k8s.io/v1
-AdmissionReview and a `Context`, and returns the `response` dict. Objects stay plain
-dicts throughout, so no field the API server sent is ever dropped.
+Each `review_*` handler takes the parsed `request` of an AdmissionReview (review.py) and a
+`Context`, and returns a `Decision`: the `response` and why it was given (its `Outcome`).
+`ENDPOINTS`, at the end, maps each webhook path to its handler; app.py serves that table,
+so a new endpoint is a handler plus one line there. Objects stay plain dicts throughout,
+so no field the API server sent is ever dropped.
 """
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
-
-import orjson
 
 from ..core.assessment import Assessment
 from ..core.cluster import WORKLOAD_RESOURCES, ClusterView
@@ -39,27 +38,18 @@ from ..core.mutation import (
 from ..core.policy import Policy
 from ..core.shape import ShapeError, check_object_shape, check_placement_shape
 from ..core.text import split_at_clauses
-from ..errors import InputError
+from .review import (
+    ECHO_LIMIT,
+    AdmissionRequest,
+    AdmissionResponse,
+    BadReview,
+    allow,
+    deny,
+    with_patch,
+)
 
-API_VERSION = "admission.k8s.io/v1"
 MAX_WARNING_LENGTH = 120  # what kubectl shows comfortably on one line
 MAX_WARNINGS_TOTAL = 4096  # the API server's limit on all warnings of a response
-
-
-class BadReview(InputError):
-    """The body is not a usable AdmissionReview; answered with HTTP 400."""
-
-
-ECHO_LIMIT = 40  # characters of an offending value an error message repeats
-
-
-def echo(value: Any) -> str:
-    """`value` for an error message: at most a short prefix of it, or its JSON type."""
-    if isinstance(value, str):
-        return repr(value) if len(value) <= ECHO_LIMIT else repr(value[:ECHO_LIMIT]) + "..."
-    if value is None or isinstance(value, bool | int | float):
-        return repr(value)[:ECHO_LIMIT]
-    return "a list" if isinstance(value, list) else "an object"
 
 
 @dataclass
@@ -108,78 +98,19 @@ class Decision:
     so handlers only decide.
     """
 
-    response: dict[str, Any]
+    response: AdmissionResponse
     outcome: Outcome
     violated_rules: tuple[str, ...] = ()  # policy rules a checked scale-down breaks
     audit: Mapping[str, str] | None = None  # the response's auditAnnotations
 
-    def final_response(self) -> dict[str, Any]:
+    def final_response(self) -> AdmissionResponse:
         """The response with its audit annotations."""
         if not self.audit:
             return self.response
         return {**self.response, "auditAnnotations": dict(self.audit)}
 
 
-# --- parsing -------------------------------------------------------------------------
-
-
-def parse_review(body: Any) -> dict[str, Any]:
-    """The `request` of an AdmissionReview v1, or BadReview saying what is wrong."""
-    if not isinstance(body, Mapping):
-        raise BadReview("body must be a JSON object (an AdmissionReview)")
-    if body.get("kind") != "AdmissionReview":
-        raise BadReview(f"kind must be AdmissionReview, got {echo(body.get('kind'))}")
-    if body.get("apiVersion") != API_VERSION:
-        raise BadReview(f"apiVersion must be {API_VERSION} (the only version poolguard "
-                        f"accepts), got {echo(body.get('apiVersion'))}")
-    request = body.get("request")
-    if not isinstance(request, Mapping):
-        raise BadReview("request: missing or not an object")
-    uid = request.get("uid")
-    if not isinstance(uid, str) or not uid:
-        raise BadReview("request.uid: missing or not a non-empty string")
-    for key in ("kind", "resource", "userInfo"):
-        if key in request and not isinstance(request[key], Mapping):
-            raise BadReview(f"request.{key}: must be an object")
-    for key in ("kind", "resource"):
-        for field_name, value in (request.get(key) or {}).items():
-            if not isinstance(value, str):
-                raise BadReview(f"request.{key}.{field_name}: must be a string")
-    username = (request.get("userInfo") or {}).get("username")
-    if username is not None and not isinstance(username, str):
-        raise BadReview("request.userInfo.username: must be a string")
-    for key in ("object", "oldObject"):
-        if request.get(key) is not None and not isinstance(request[key], Mapping):
-            raise BadReview(f"request.{key}: must be an object or null")
-    for key in ("operation", "namespace", "subResource", "name"):
-        if request.get(key) is not None and not isinstance(request[key], str):
-            raise BadReview(f"request.{key}: must be a string")
-    return dict(request)
-
-
-def review(response: Mapping[str, Any]) -> dict[str, Any]:
-    """Wrap a response into the AdmissionReview the API server expects."""
-    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": dict(response)}
-
-
-def allow(request: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"uid": request["uid"], "allowed": True, **extra}
-
-
-def deny(request: Mapping[str, Any], code: int, reason: str, message: str,
-         **extra: Any) -> dict[str, Any]:
-    return {"uid": request["uid"], "allowed": False,
-            "status": {"code": code, "reason": reason, "message": message}, **extra}
-
-
-def with_patch(request: Mapping[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
-    if not ops:
-        return allow(request)
-    patch = base64.b64encode(orjson.dumps(ops)).decode()
-    return allow(request, patchType="JSONPatch", patch=patch)
-
-
-def _object(request: Mapping[str, Any], what: str,
+def _object(request: AdmissionRequest, what: str,
             check: Callable[[Mapping[str, Any], str], None] = check_object_shape,
             ) -> Mapping[str, Any]:
     """`request.object`, with the fields poolguard reads checked for their shape."""
@@ -202,7 +133,7 @@ def _check_shape(obj: Mapping[str, Any], where: str,
             raise BadReview(f"{where}.metadata.{key}: must be a string")
 
 
-def _is(request: Mapping[str, Any], resource: str, sub_resource: str = "") -> bool:
+def _is(request: AdmissionRequest, resource: str, sub_resource: str = "") -> bool:
     return ((request.get("resource") or {}).get("resource") == resource
             and (request.get("subResource") or "") == sub_resource)
 
@@ -210,7 +141,7 @@ def _is(request: Mapping[str, Any], resource: str, sub_resource: str = "") -> bo
 # --- pods CREATE ---------------------------------------------------------------------
 
 
-def review_pod_create(request: Mapping[str, Any], ctx: Context) -> Decision:
+def review_pod_create(request: AdmissionRequest, ctx: Context) -> Decision:
     """Validate an explicit cost; inject the pool's cost when the pool is already known."""
     if not _is(request, "pods") or request.get("operation") != "CREATE":
         return Decision(allow(request), Outcome.IGNORED)
@@ -248,7 +179,7 @@ def _cost_error(err: InvalidDeletionCost) -> str:
     return invalid_cost_message(value, err.field_path)
 
 
-def _pod_name(pod: Mapping[str, Any], request: Mapping[str, Any]) -> str:
+def _pod_name(pod: Mapping[str, Any], request: AdmissionRequest) -> str:
     metadata = pod.get("metadata") or {}
     return metadata.get("name") or request.get("name") or metadata.get("generateName") or ""
 
@@ -256,7 +187,7 @@ def _pod_name(pod: Mapping[str, Any], request: Mapping[str, Any]) -> str:
 # --- pods/binding CREATE -------------------------------------------------------------
 
 
-def review_binding(request: Mapping[str, Any], ctx: Context) -> Decision:
+def review_binding(request: AdmissionRequest, ctx: Context) -> Decision:
     """Add the target node's pool cost to the Binding; the API server copies it to the pod."""
     if not _is(request, "pods", "binding") or request.get("operation") != "CREATE":
         return Decision(allow(request), Outcome.IGNORED)
@@ -286,7 +217,7 @@ def review_binding(request: Mapping[str, Any], ctx: Context) -> Decision:
 # --- scale -----------------------------------------------------------------------------
 
 
-def review_scale(request: Mapping[str, Any], ctx: Context) -> Decision:
+def review_scale(request: AdmissionRequest, ctx: Context) -> Decision:
     """Predict the victims of a scale-down and allow, warn or deny per the policy."""
     resource = (request.get("resource") or {}).get("resource")
     kind = WORKLOAD_RESOURCES.get(resource or "")
@@ -334,7 +265,7 @@ def _replicas(obj: Any, where: str) -> int:
     return value
 
 
-def _untrusted(request: Mapping[str, Any], ctx: Context, problem: str) -> Decision:
+def _untrusted(request: AdmissionRequest, ctx: Context, problem: str) -> Decision:
     """No trustworthy prediction: follow the configured fail-open or fail-closed setting."""
     message = f"poolguard could not check this scale-down: {problem}"
     if ctx.fail_closed:
@@ -343,7 +274,7 @@ def _untrusted(request: Mapping[str, Any], ctx: Context, problem: str) -> Decisi
     return Decision(allow(request, warnings=_warnings([message])), Outcome.UNCHECKED_ALLOWED)
 
 
-def _scale_response(request: Mapping[str, Any], ctx: Context,
+def _scale_response(request: AdmissionRequest, ctx: Context,
                     assessment: Assessment) -> Decision:
     prediction, verdict = assessment.prediction, assessment.verdict
     victims = [p.name for p in prediction.victims]
@@ -399,7 +330,7 @@ def _warnings(texts: Any) -> list[str]:
 # --- workload templates ---------------------------------------------------------------
 
 
-def review_workload(request: Mapping[str, Any], ctx: Context) -> Decision:
+def review_workload(request: AdmissionRequest, ctx: Context) -> Decision:
     """Deny a workload whose pod template carries a cost the API server would reject."""
     resource = (request.get("resource") or {}).get("resource")
     if (resource not in WORKLOAD_RESOURCES or request.get("subResource")
@@ -433,3 +364,14 @@ def _template_annotations(workload: Mapping[str, Any], where: str) -> Mapping[st
     if not isinstance(annotations, Mapping):
         raise BadReview(f"{where}.spec.template.metadata.annotations: must be an object")
     return annotations
+
+
+Handler = Callable[[AdmissionRequest, Context], Decision]
+
+# The webhook paths (as the webhook configurations in charts/ and manifests/ name them).
+ENDPOINTS: dict[str, Handler] = {
+    "/mutate-pods": review_pod_create,
+    "/mutate-bindings": review_binding,
+    "/validate-scale": review_scale,
+    "/validate-workloads": review_workload,
+}

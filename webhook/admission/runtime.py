@@ -1,13 +1,20 @@
-"""The server's live state: the policy (reloaded from its file) and the cluster view."""
+"""The server's live state: the policy (reloaded from its file) and the cluster view.
+
+`build_runtime` makes it in each worker from `serve`'s arguments: a state file read once,
+or a live view the watches keep current.
+"""
 
 from __future__ import annotations
 
+import argparse
+import gc
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..cluster.state import PolicyHolder
+from ..cluster.state import PolicyHolder, load_state
 from ..cluster.view import WatchedView
 from ..core.cluster import ClusterView
 from .handlers import Context
@@ -46,7 +53,7 @@ class Runtime:
             self.policy.refresh()
 
     def context(self) -> Context:
-        """A fresh per-request context (its outcome list is the request's own)."""
+        """The context of one request: the policy in force now and the cluster view."""
         self._refresh_policy()
         return Context(policy=self.policy.policy, view=self.view, now_ns=time.time_ns,
                        view_problem=self.view_problem, fail_closed=self.settings.fail_closed,
@@ -97,3 +104,55 @@ class Runtime:
         if self.watched is not None:
             details["resources"] = self.watched.sync_status()
         return problem is None, details
+
+
+READINESS_METRIC_SECONDS = 5.0
+
+
+def build_runtime(args: argparse.Namespace) -> Runtime:
+    """The Runtime for this worker: policy holder and a state-file or live cluster view."""
+    from . import metrics
+
+    measured = metrics.admission()
+
+    def loaded() -> None:
+        measured.policy_loaded.set_to_current_time()
+
+    policy = PolicyHolder(args.policy, on_error=measured.policy_errors.inc, on_load=loaded)
+    settings = Settings(max_staleness_seconds=args.max_staleness, fail_closed=args.fail_closed)
+    if args.state:
+        snapshot = getattr(args, "snapshot", None)  # parsed once by `serve` before forking
+        if snapshot is None:
+            snapshot = load_state(args.state)
+        snapshot.read_all_facts()  # now, not during the first scale check
+        gc.collect()
+        gc.freeze()  # the loaded state is never garbage: keep collections off it
+        runtime = Runtime(policy, snapshot, settings)
+    else:
+        from ..cluster.kubeclient import api_client_from  # the live mode's client only
+        from ..cluster.live import LiveCluster
+
+        # Watches are re-opened every minute, so even a quiet resource is heard from well
+        # inside the default staleness bound.
+        view = LiveCluster(api_client_from(args.kubeconfig, args.context), watch_timeout=60)
+        view.start()
+        runtime = Runtime(policy, view, settings)
+    _report_readiness(runtime, measured.cache_synced)
+    return runtime
+
+
+def _report_readiness(runtime: Runtime, gauge: Any,
+                      period: float = READINESS_METRIC_SECONDS) -> None:
+    """Keep this worker's cache_synced gauge current, whether or not probes reach it.
+
+    The metric is the minimum over the workers, and a probe or scrape lands on one worker:
+    a worker that answered none would otherwise hold it at 0. Checking readiness also
+    re-reads a changed policy file, so a bad policy is counted without any traffic.
+    """
+    def loop() -> None:
+        while True:
+            ready, _ = runtime.readiness()
+            gauge.set(1 if ready else 0)
+            time.sleep(period)
+
+    threading.Thread(target=loop, daemon=True, name="readiness-metric").start()

@@ -9,15 +9,16 @@ a socket and a few kilobytes, not a thread. What a client controls is bounded in
 - a connection may sit idle before its first request and between requests for
   `IDLE_SECONDS` (longer than client-go's 90 s, so the API server, not poolguard, closes
   idle connections). Go's transport parks a connection it dialled for a request that
-  another connection served; closing it early made the API server's next POST on it fail
-  (`broken pipe`, not retried: the webhook call fails open), as `make bench-scale` showed.
-  An idle TLS connection costs the same whether it has served a request or not.
+  another connection served; closing it early would make the API server's next POST on
+  it fail (`broken pipe`, not retried: the webhook call fails open). An idle TLS
+  connection costs the same whether it has served a request or not.
 
 The body is read here, before the app runs, so a slow or broken body never reaches Flask:
 malformed chunked framing gets a 400, a body over the limit a 413, a body too slow a 408,
 a client gone mid-body a closed connection, and none of them a traceback. Bodies over
-`SMALL_BODY_BYTES` are read and answered at most `LARGE_BODY_SLOTS` at a time, which bounds
-the memory a burst of large hostile bodies can take.
+`LARGE_BODY_BYTES` (limits.py) are read and answered at most `LARGE_BODY_SLOTS` at a time,
+which bounds the memory a burst of large hostile bodies can take. The HTTP/1.1 parsing and
+writing are gunicorn's, trimmed in http11.py.
 
 gevent patches the standard library when the worker starts, after the fork: the TLS
 context is therefore built again in the worker (a context made by the unpatched `ssl`
@@ -29,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
-import json
 import os
 import ssl
 import sys
@@ -44,32 +44,28 @@ from gevent import monkey
 from gevent.lock import BoundedSemaphore
 from gevent.pool import Pool
 from gevent.server import StreamServer
-from gunicorn import util
 from gunicorn.http import errors as http_errors
 from gunicorn.http import wsgi
 from gunicorn.http.body import ChunkedReader, LengthReader
-from gunicorn.http.message import Request
-from gunicorn.http.parser import RequestParser
 from gunicorn.workers.ggevent import GeventWorker
 
-from .app import CLIENT_CERT_KEY
+from .certwatcher import CLIENT_CERT_KEY
+from .http11 import (
+    FRAMING_ERRORS,
+    HEAD_ERRORS,
+    AdmissionParser,
+    PlainConfig,
+    QuietResponse,
+    error_response,
+    wsgi_environ,
+)
+from .limits import DRAIN_LIMIT, LARGE_BODY_BYTES, MAX_BODY_BYTES, TOO_LARGE
 
 HANDSHAKE_SECONDS = 5.0
 HEAD_SECONDS = 5.0
 BODY_SECONDS = 5.0
 IDLE_SECONDS = 120.0
-MAX_BODY_BYTES = 3 * 1024 * 1024  # the API server's own request limit is 3 MiB
-DRAIN_LIMIT = 16 * 1024 * 1024  # read (and drop) this much of a too-large body so the
-# client sees the 413 instead of a reset connection; past it, the connection is dropped
-SMALL_BODY_BYTES = 64 * 1024  # a pod review is 3-20 KiB
-LARGE_BODY_SLOTS = 4
-
-FRAMING_ERRORS = (http_errors.InvalidChunkSize, http_errors.ChunkMissingTerminator,
-                  http_errors.InvalidChunkExtension, http_errors.LimitRequestHeaders,
-                  http_errors.InvalidHeader)
-# Request-line and header errors gunicorn answers itself, with a 4xx.
-HEAD_ERRORS = (http_errors.ParseException, http_errors.LimitRequestLine,
-               http_errors.LimitRequestHeaders)
+LARGE_BODY_SLOTS = 4  # at most this many bodies over LARGE_BODY_BYTES are read at once
 
 
 class Deadline(Exception):
@@ -78,50 +74,6 @@ class Deadline(Exception):
     def __init__(self, phase: str) -> None:
         super().__init__(phase)
         self.phase = phase
-
-
-class PlainConfig:
-    """gunicorn's settings as plain attributes, for the per-request code.
-
-    gunicorn's `Config` resolves every attribute through `__getattr__` and `Setting.get`;
-    its parser, environ and response read about 17 of them per request. The worker's
-    settings do not change after it starts, so they are read once here (properties and
-    methods of `Config` on first use).
-    """
-
-    def __init__(self, cfg: Any) -> None:
-        self.__dict__["_cfg"] = cfg
-        for name in cfg.settings:
-            self.__dict__[name] = getattr(cfg, name)  # Config's properties win, as there
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self.__dict__["_cfg"], name)
-        self.__dict__[name] = value
-        return value
-
-
-class AdmissionRequest(Request):
-    """gunicorn's request, trusting no forwarding headers from any peer.
-
-    The API server calls the webhook directly, never through a proxy, so neither
-    `X-Forwarded-*` headers nor the peer-address check behind them (an IP parse per
-    request) have a use here.
-    """
-
-    def _peer_trusted_for_forwarded(self) -> tuple[dict, list]:
-        return {}, []
-
-
-class AdmissionParser(RequestParser):
-    """gunicorn's HTTP/1.1 request parser (its C parser when installed), for our requests."""
-
-    mesg_class = AdmissionRequest
-
-    def finish_body(self, deadline: float | None = None, max_bytes: int | None = None) -> bool:
-        """Nothing is left to drain: the worker reads every body whole before the app runs
-        (or closes the connection), so gunicorn's drain and its two socket-timeout calls
-        per request are skipped."""
-        return True
 
 
 class Deadlines:
@@ -141,81 +93,6 @@ class Deadlines:
     def close(self) -> None:
         for timer in (self.head, self.body, self.idle):
             timer.close()
-
-
-class QuietResponse(wsgi.Response):
-    """gunicorn's response without the `Server:` banner, head and body in one TLS record.
-
-    gunicorn writes the head and the body with two sends: two TLS records, two syscalls
-    and two trips through gevent's hub per answer. The head is kept back here and sent
-    with the first body bytes (an admission answer is one body piece).
-    """
-
-    _head = b""
-
-    def default_headers(self) -> list[str]:
-        connection = "upgrade" if self.upgrade else "close" if self.should_close() else "keep-alive"
-        major, minor = self.req.version
-        lines = [f"HTTP/{major}.{minor} {self.status}\r\n", f"Date: {_http_date()}\r\n",
-                 f"Connection: {connection}\r\n"]
-        if self.chunked:
-            lines.append("Transfer-Encoding: chunked\r\n")
-        return lines
-
-    def send_headers(self) -> None:
-        if self.headers_sent:
-            return
-        lines = self.default_headers()
-        lines.extend(f"{name}: {value}\r\n" for name, value in self.headers)
-        self._head = ("".join(lines) + "\r\n").encode("latin-1")
-        self.headers_sent = True
-        if self.chunked:
-            self._flush_head()
-
-    def _flush_head(self) -> None:
-        head, self._head = self._head, b""
-        if head:
-            send_all(self.sock, head)
-
-    def _emit_body(self, data: bytes) -> None:
-        if self._head and not self.chunked:
-            head, self._head = self._head, b""
-            send_all(self.sock, head + data)
-            return
-        self._flush_head()
-        super()._emit_body(data)
-
-    def close(self) -> None:
-        self.send_headers()
-        self._flush_head()
-        super().close()
-
-
-def send_all(sock: Any, data: bytes) -> None:
-    """`sock.sendall(data)` without gevent's per-call getsockopt (it sizes chunks for large
-    payloads; a TLS write takes an answer of a few KiB whole)."""
-    view = memoryview(data)
-    while view:
-        view = view[sock.send(view):]
-
-
-_date = [0, ""]
-
-
-def _http_date() -> str:
-    """The Date header's value, formatted once a second rather than once a response."""
-    now = int(time.time())
-    if now != _date[0]:
-        _date[:] = [now, util.http_date(now)]
-    return _date[1]
-
-
-def _json_response(status: int, reason: str, message: str, close: bool = True) -> bytes:
-    body = json.dumps({"error": message, "code": status}, separators=(",", ":")).encode()
-    head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n"
-            f"Connection: {'close' if close else 'keep-alive'}\r\n\r\n")
-    return head.encode("latin-1") + body
 
 
 def _use_gevent_ssl_everywhere() -> None:
@@ -389,7 +266,7 @@ class DeadlineWorker(GeventWorker):
             status, reason = 414, "URI Too Long"
         elif isinstance(err, http_errors.LimitRequestHeaders):
             status, reason = 431, "Request Header Fields Too Large"
-        self._send(conn, _json_response(status, reason, f"malformed request: {str(err)[:80]}"))
+        self._send(conn, error_response(status, reason, f"malformed request: {str(err)[:80]}"))
 
     def _send(self, conn: Any, data: bytes) -> None:
         with contextlib.suppress(OSError):
@@ -413,22 +290,22 @@ class DeadlineWorker(GeventWorker):
         if req._expected_100_continue:
             self._send(conn, b"HTTP/1.1 100 Continue\r\n\r\n")
             req._expected_100_continue = False
-        large = length is None or length > SMALL_BODY_BYTES
+        large = length is None or length > LARGE_BODY_BYTES
         if large and not self.large_bodies.acquire(timeout=BODY_SECONDS):
-            self._send(conn, _json_response(503, "Service Unavailable",
+            self._send(conn, error_response(503, "Service Unavailable",
                                             "too many large requests at once; retry"))
             return False
         deadline.start()
         try:
             data = req.body.read(MAX_BODY_BYTES + 1)
         except Deadline:
-            self._send(conn, _json_response(408, "Request Timeout",
+            self._send(conn, error_response(408, "Request Timeout",
                                             f"request body not received within "
                                             f"{BODY_SECONDS:.0f} s"))
             self._release(large)
             return False
         except FRAMING_ERRORS as err:
-            self._send(conn, _json_response(400, "Bad Request",
+            self._send(conn, error_response(400, "Bad Request",
                                             f"malformed chunked body: {str(err)[:80]}"))
             self._release(large)
             return False
@@ -466,51 +343,9 @@ class DeadlineWorker(GeventWorker):
                     drain -= len(chunk)
         except (Deadline, OSError, *FRAMING_ERRORS, http_errors.NoMoreData):
             pass
-        self._send(conn, _json_response(413, "Payload Too Large",
-                                        f"body exceeds the {MAX_BODY_BYTES}-byte limit"))
+        self._send(conn, error_response(413, "Payload Too Large", TOO_LARGE))
 
     # --- the response -------------------------------------------------------------------
-
-    def _environ(self, req: Any, conn: Any, addr: Any, listener_name: Any) -> dict[str, Any]:
-        """The WSGI environ of `req`, as gunicorn's `wsgi.create` builds it for this worker's
-        one case: HTTP/1.1 on a TCP listener, no proxy protocol, 100-continue already sent
-        by `_read_body`. It starts from a per-worker copy of the constant part instead of
-        building that (a logger lookup under a lock among it) for every request.
-        """
-        environ = self.environ_base.copy()
-        environ["wsgi.input"] = req.body
-        environ["gunicorn.socket"] = conn
-        environ["REQUEST_METHOD"] = req.method
-        environ["QUERY_STRING"] = req.query
-        environ["RAW_URI"] = req.uri
-        environ["SERVER_PROTOCOL"] = f"HTTP/{req.version[0]}.{req.version[1]}"
-        environ["wsgi.url_scheme"] = req.scheme
-        environ["REMOTE_ADDR"], environ["REMOTE_PORT"] = addr[0], str(addr[1])
-        environ["SERVER_NAME"] = listener_name[0]
-        environ["SERVER_PORT"] = str(listener_name[1])
-        repeated: dict[str, list[str]] = {}
-        for name, value in req.headers:  # upper-case names, checked by gunicorn's parser
-            if name == "CONTENT-TYPE":
-                environ["CONTENT_TYPE"] = value
-            elif name == "CONTENT-LENGTH":
-                environ["CONTENT_LENGTH"] = value
-            else:
-                key = "HTTP_" + name.replace("-", "_")
-                if key in environ:  # a repeated field: joined once, as gunicorn does
-                    repeated.setdefault(key, [environ[key]]).append(value)
-                else:
-                    environ[key] = value
-        for key, values in repeated.items():
-            environ[key] = ",".join(values)
-        path = req.path
-        if self.script_name:
-            if not path.startswith(self.script_name):
-                raise ValueError(f"request path {path!r} does not start with SCRIPT_NAME "
-                                 f"{self.script_name!r}")
-            path = path[len(self.script_name):]
-        environ["PATH_INFO"] = util.unquote_to_wsgi_str(path)
-        environ["SCRIPT_NAME"] = self.script_name
-        return environ
 
     def _respond(self, listener_name: Any, req: Any, conn: Any, addr: Any,
                  peer: dict | None) -> bool:
@@ -521,7 +356,8 @@ class DeadlineWorker(GeventWorker):
         resp = None
         try:
             resp = QuietResponse(req, conn, self.plain_cfg)
-            environ = self._environ(req, conn, addr, listener_name)
+            environ = wsgi_environ(self.environ_base, self.script_name, req, conn, addr,
+                                   listener_name)
             if peer:
                 environ[CLIENT_CERT_KEY] = peer
             self.nr += 1
@@ -546,7 +382,7 @@ class DeadlineWorker(GeventWorker):
         except Exception:
             self.log.exception("error answering %s", getattr(req, "path", "?"))
             if resp is None or not resp.headers_sent:
-                self._send(conn, _json_response(500, "Internal Server Error",
+                self._send(conn, error_response(500, "Internal Server Error",
                                                 "internal error"))
             return False
         finally:

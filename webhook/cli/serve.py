@@ -1,4 +1,4 @@
-"""`serve`: the admission webhook under gunicorn over TLS (webhook.admission.gunicorn)."""
+"""`serve`: the admission webhook under gunicorn over TLS (webhook.admission.server)."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def run_serve(args: argparse.Namespace) -> int:
     created = _prepare_metrics_dir()  # before the metrics modules are imported
     owner = os.getpid()
     try:
-        from ..admission.gunicorn import GunicornServer  # gunicorn and Flask only for `serve`
+        from ..admission.server import GunicornServer  # gunicorn and Flask only for `serve`
 
         try:
             server = GunicornServer(args)

@@ -14,6 +14,9 @@ gives no handle on the open response, so a blocked read could not be interrupted
 stop(). We issue the same requests through the client's ApiClient (see
 webhook.kubeclient) and decode JSON lines ourselves; objects are stored exactly as
 the API returns them, with `kind` and `apiVersion` filled in for list items.
+
+Size: the cache and the reflectors that fill it (through its private `_relist` and
+`_apply`, under its lock) belong together; apart, each would reach into the other.
 """
 
 from __future__ import annotations
