@@ -74,13 +74,13 @@ run: $(STAMP) $(CERT_DIR)/tls.crt ## serve the webhook on https://localhost:8443
 bench-reconciler: $(STAMP) ## reconciler: API writes and pass times over 1,000 pods (fake API server)
 	$(PY) bench/bench_reconciler.py
 
-e2e: $(STAMP) ## end-to-end tests on a local control plane built from k8s.io/kubernetes (README)
+e2e: $(STAMP) ## end-to-end tests on a local control plane built from k8s.io/kubernetes (docs/development.md)
 	PY=$(PY) tests/e2e/run.sh
 
 e2e-down: ## stop a cluster left running by E2E_KEEP=1 (E2E_RUN_DIR=...)
 	$(PY) -m tests.e2e.controlplane down $(E2E_RUN_DIR)
 
-# Not part of `make bench`: it builds a 30,000-pod cluster and takes 15-40 minutes (README).
+# Not part of `make bench`: it builds a 30,000-pod cluster and takes 25-40 minutes (docs/performance.md).
 BENCH_SCALE_RESULTS ?= .bench-scale.jsonl
 .PHONY: bench-scale
 bench-scale: $(STAMP) ## poolguard on the e2e control plane, 30,000 pods on 1,000 fake nodes (long)

@@ -19,7 +19,7 @@ def _doc_commands() -> list[list[str]]:
     """Every shell command in docs/install.md: fenced sh blocks and inline `...` spans."""
     text = (REPO / "docs" / "install.md").read_text()
     snippets = []
-    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+    for block in re.findall(r"```sh[^\n]*\n(.*?)```", text, re.S):
         joined = re.sub(r"\\\n\s*", " ", block)
         snippets += [re.sub(r"\s#\s.*$", "", line).strip() for line in joined.splitlines()]
     # Inline spans: the ones with flags are commands; `python -m certs create` alone is a name.
