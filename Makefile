@@ -64,6 +64,21 @@ chromium:
 	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
 		|| echo "chromium could not be installed: the plan page test will be skipped"
 
+# docs/plan-page.png: the plan page of the bundled example in headless Chromium. The sha256
+# of the page it shows is kept beside it, so a test notices when plan draws something else.
+PLAN_PAGE_ARGS := --state examples/cluster-state.yaml --now 2026-11-22T12:00:00Z \
+	--workload deploy/ml/embedder --replicas 2
+.PHONY: plan-page
+plan-page: $(STAMP) chromium ## regenerate docs/plan-page.png from the bundled example (headless Chromium)
+	@mkdir -p build
+	$(PY) -m webhook plan $(PLAN_PAGE_ARGS) --output html build/plan-page.html
+	profile=$$(mktemp -d) && DBUS_SESSION_BUS_ADDRESS=disabled: chromium --headless --no-sandbox \
+		--disable-gpu --disable-background-networking --no-first-run --hide-scrollbars \
+		--user-data-dir=$$profile --window-size=1200,1000 --screenshot=$(CURDIR)/docs/plan-page.png \
+		file://$(CURDIR)/build/plan-page.html 2>build/plan-page-chromium.log; status=$$?; \
+		rm -rf $$profile; [ $$status = 0 ] || cat build/plan-page-chromium.log >&2; exit $$status
+	sha256sum build/plan-page.html | cut -d' ' -f1 > docs/plan-page.html.sha256
+
 hey:
 	@command -v hey >/dev/null || (apt-get update -qq && apt-get install -y -qq hey)
 

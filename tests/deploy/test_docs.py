@@ -18,6 +18,7 @@ Each fenced shell block carries a marker after its language:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import os
@@ -361,6 +362,29 @@ def test_plan_json_keys_are_the_documented_ones() -> None:
         assert result.returncode == 0, result.stderr
         printed |= set(json.loads(result.stdout))
     assert documented == printed
+
+
+# --------------------------------------------------------------------------- the screenshot
+
+
+def test_plan_page_screenshot_is_current(tmp_path: Path) -> None:
+    """docs/plan-page.png was taken of the page `plan` draws today (its sha256 is kept
+    beside it by `make plan-page`)."""
+    makefile = (REPO / "Makefile").read_text().replace("\\\n", " ")
+    args = shlex.split(re.search(r"^PLAN_PAGE_ARGS := (.*)$", makefile, re.M).group(1))
+    page = tmp_path / "plan-page.html"
+    result = subprocess.run([sys.executable, "-m", "webhook", "plan", *args, "--output",
+                             "html", str(page)], cwd=REPO, capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    recorded = (REPO / "docs" / "plan-page.html.sha256").read_text().strip()
+    assert hashlib.sha256(page.read_bytes()).hexdigest() == recorded, (
+        "docs/plan-page.png shows an older plan page: run `make plan-page` and commit "
+        "docs/plan-page.png and docs/plan-page.html.sha256")
+    png = (REPO / "docs" / "plan-page.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[16:24] == (1200).to_bytes(4, "big") + (
+        1000).to_bytes(4, "big"), "docs/plan-page.png: not a 1200x1000 PNG"
+    assert "](docs/plan-page.png)" in (REPO / "README.md").read_text()
 
 
 # =========================================================================== docs/install.md
