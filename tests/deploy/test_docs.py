@@ -8,11 +8,12 @@ Each fenced shell block carries a marker after its language:
   `examples/cluster-state.yaml`. Every command must exit 0.
 - `text output`, right after a `sh run` block: what its last command prints, line for line
   (a line ending in `...` matches any line that starts with the text before it).
-- `sh cluster`: needs a cluster, a registry or a running server. `python -m webhook`,
-  `python -m certs` and `kubectl poolguard` commands must parse with the real argument
-  parsers, `make` commands must dry-run, `helm --set` keys must be chart values, and every
-  repository file a command names must exist.
-- `text synopsis`: a command's usage; every flag it names must exist.
+- `sh check`: not run here: it needs a cluster, a registry or a running server, or runs
+  long (`make test`). `python -m webhook`, `python -m certs` and `kubectl poolguard`
+  commands must parse with the real argument parsers, `make` commands must dry-run,
+  `helm --set` keys must be chart values, and every repository file a command names must
+  exist.
+- `text synopsis`: a command's usage, naming exactly the flags the command has.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from tests.support.install import (
 from tests.support.kubeapi import FakeKubeAPI
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-SHELL_MARKERS = {"run", "cluster"}
+SHELL_MARKERS = {"run", "check"}
 FENCE = re.compile(r"^( *)```([^\n]*)\n(.*?)^\1```[ \t]*$", re.S | re.M)
 # Files a documented command makes itself (certificates, rendered manifests): not in git.
 GENERATED = (".certs", "build/", "~", "<")
@@ -115,7 +116,7 @@ def test_every_shell_block_says_whether_it_needs_a_cluster() -> None:
     for block in shell:
         assert block.language == "sh" and block.marker in SHELL_MARKERS, (
             f"{block.where}: mark the block ```sh run (no cluster needed: the test runs it) "
-            f"or ```sh cluster (the test parses it), not ```{block.language} {block.marker}")
+            f"or ```sh check (the test parses it), not ```{block.language} {block.marker}")
 
 
 def test_outputs_follow_the_command_they_show() -> None:
@@ -202,7 +203,7 @@ def test_run_blocks_work_and_print_what_the_doc_shows(
             for command in commands(block.body):
                 programs = {words[0] for words in simple_commands(command)}
                 assert not programs & CLUSTER_PROGRAMS, (
-                    f"{block.where}: {command} needs a cluster: mark the block ```sh cluster")
+                    f"{block.where}: {command} needs a cluster: mark the block ```sh check")
                 result = subprocess.run(["bash", "-c", command], cwd=scratch, env=env,
                                         capture_output=True, text=True, timeout=120,
                                         check=False)
@@ -224,7 +225,7 @@ def test_output_comparison_catches_a_changed_line() -> None:
     assert output_matches("a x...\n", "a y\n") is not None
 
 
-# --------------------------------------------------------------------------- sh cluster
+# --------------------------------------------------------------------------- sh check
 
 
 def _parsers() -> dict[str, Any]:
@@ -262,7 +263,7 @@ def _named_paths(words: list[str]) -> Iterator[str]:
             yield word.rstrip(",")
 
 
-def check_cluster_command(words: list[str], where: str, parsers: dict[str, Any],
+def check_command(words: list[str], where: str, parsers: dict[str, Any],
                           scratch: Path, env: dict[str, str]) -> str:
     """Check what can be checked without a cluster; returns what kind of command it was."""
     for path in _named_paths(words):
@@ -298,17 +299,17 @@ def check_cluster_command(words: list[str], where: str, parsers: dict[str, Any],
     return words[0]
 
 
-def test_cluster_blocks_name_real_flags_targets_and_files(tmp_path: Path) -> None:
+def test_check_blocks_name_real_flags_targets_and_files(tmp_path: Path) -> None:
     parsers = _parsers()
     scratch = scratch_dir(tmp_path)
     env = {**os.environ, "MAKEFLAGS": ""}
     seen: dict[str, int] = {}
     for block in all_blocks():
-        if block.marker != "cluster":
+        if block.marker != "check":
             continue
         for command in commands(block.body):
             for words in simple_commands(command):
-                kind = check_cluster_command(words, f"{block.where}: {command}", parsers,
+                kind = check_command(words, f"{block.where}: {command}", parsers,
                                              scratch, env)
                 seen[kind] = seen.get(kind, 0) + 1
     for kind, least in {"webhook": 4, "certs": 3, "plugin": 3, "make": 8, "helm": 3,
