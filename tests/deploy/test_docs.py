@@ -347,6 +347,31 @@ def test_synopses_name_only_real_flags() -> None:
             f"{block.where}: flags missing from the synopsis: {sorted(real - named)}")
 
 
+# --------------------------------------------------------------------------- links
+
+
+def _anchors(doc: Path) -> set[str]:
+    """GitHub's anchors for a doc's headings."""
+    text = re.sub(r"^ *```.*?^ *```", "", doc.read_text(), flags=re.S | re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+            for heading in re.findall(r"^#+ (.+)$", text, re.M)}
+
+
+def test_links_point_at_files_and_headings_that_exist() -> None:
+    checked = 0
+    for doc in DOCS:
+        for target in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue  # a web address
+            path, _, anchor = target.partition("#")
+            linked = (doc.parent / path).resolve() if path else doc
+            assert linked.exists(), f"{doc.name}: link to {target}: no such file"
+            if anchor:
+                assert anchor in _anchors(linked), f"{doc.name}: link to {target}: no such heading"
+            checked += 1
+    assert checked >= 20, checked
+
+
 # --------------------------------------------------------------------------- plan's JSON
 
 
