@@ -372,6 +372,17 @@ def test_links_point_at_files_and_headings_that_exist() -> None:
     assert checked >= 20, checked
 
 
+def test_repository_paths_named_in_the_docs_exist() -> None:
+    """`webhook/cluster/live.py`, `tests/e2e/run.sh`, ...: a moved file fails here."""
+    checked = 0
+    for doc in DOCS:
+        for span in re.findall(r"`([^`\s]+)`", doc.read_text()):
+            if span.startswith((*REPO_DIRS, ".ci/")) and "mine" not in span:
+                assert (REPO / span.rstrip(",.:")).exists(), f"{doc.name}: {span}: no such file"
+                checked += 1
+    assert checked >= 30, checked
+
+
 # --------------------------------------------------------------------------- plan's JSON
 
 
