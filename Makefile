@@ -64,6 +64,21 @@ chromium:
 	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
 		|| echo "chromium could not be installed: the plan page test will be skipped"
 
+# docs/plan-page.png: the plan page of the bundled example in headless Chromium. The sha256
+# of the page it shows is kept beside it, so a test notices when plan draws something else.
+PLAN_PAGE_ARGS := --state examples/cluster-state.yaml --now 2026-11-22T12:00:00Z \
+	--workload deploy/ml/embedder --replicas 2
+.PHONY: plan-page
+plan-page: $(STAMP) chromium ## regenerate docs/plan-page.png from the bundled example (headless Chromium)
+	@mkdir -p build
+	$(PY) -m webhook plan $(PLAN_PAGE_ARGS) --output html build/plan-page.html
+	profile=$$(mktemp -d) && DBUS_SESSION_BUS_ADDRESS=disabled: chromium --headless --no-sandbox \
+		--disable-gpu --disable-background-networking --no-first-run --hide-scrollbars \
+		--user-data-dir=$$profile --window-size=1200,1000 --screenshot=$(CURDIR)/docs/plan-page.png \
+		file://$(CURDIR)/build/plan-page.html 2>build/plan-page-chromium.log; status=$$?; \
+		rm -rf $$profile; [ $$status = 0 ] || cat build/plan-page-chromium.log >&2; exit $$status
+	sha256sum build/plan-page.html | cut -d' ' -f1 > docs/plan-page.html.sha256
+
 hey:
 	@command -v hey >/dev/null || (apt-get update -qq && apt-get install -y -qq hey)
 
@@ -74,13 +89,13 @@ run: $(STAMP) $(CERT_DIR)/tls.crt ## serve the webhook on https://localhost:8443
 bench-reconciler: $(STAMP) ## reconciler: API writes and pass times over 1,000 pods (fake API server)
 	$(PY) -m bench.bench_reconciler
 
-e2e: $(STAMP) ## end-to-end tests on a local control plane built from k8s.io/kubernetes (README)
+e2e: $(STAMP) ## end-to-end tests on a local control plane built from k8s.io/kubernetes (docs/development.md)
 	PY=$(PY) tests/e2e/run.sh
 
 e2e-down: ## stop a cluster left running by E2E_KEEP=1 (E2E_RUN_DIR=...)
 	$(PY) -m tests.e2e.controlplane down $(E2E_RUN_DIR)
 
-# Not part of `make bench`: it builds a 30,000-pod cluster and takes 15-40 minutes (README).
+# Not part of `make bench`: it builds a 30,000-pod cluster and takes 25-40 minutes (docs/performance.md).
 BENCH_SCALE_RESULTS ?= .bench-scale.jsonl
 .PHONY: bench-scale
 bench-scale: $(STAMP) ## poolguard on the e2e control plane, 30,000 pods on 1,000 fake nodes (long)

@@ -467,7 +467,7 @@ def _doc_commands(*docs: Path) -> list[list[str]]:
     for doc in docs:
         text = doc.read_text()
         snippets = []
-        for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        for block in re.findall(r"```sh[^\n]*\n(.*?)```", text, re.S):
             joined = re.sub(r"\\\n\s*", " ", block)
             snippets += [re.sub(r"\s#\s.*$", "", line).strip() for line in joined.splitlines()]
         # Inline spans with flags are commands; `python -m webhook plan` alone is a name.

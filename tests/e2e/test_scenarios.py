@@ -1,5 +1,5 @@
 """poolguard against a real kube-apiserver, kube-controller-manager and kube-scheduler:
-the scenarios of issue 10, driven as users and controllers drive them (kubectl, the
+the scenarios, driven as users and controllers drive them (kubectl, the
 scheduler, the ReplicaSet/Deployment/StatefulSet controllers)."""
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""The `plan` command: preview a scale-down as JSON for scripts or a table for people."""
+"""The plan document: what `plan` reports about one scale-down, and its renderings.
+
+`plan_document` builds the dict that `--output json` prints (victims, possible victims,
+the verdict, every pod's fate); `render_text` turns it into the table for people, and
+`audit_workloads` with `render_audit` do the same for `--all-workloads`. The command
+itself (flags, reading the state, exit codes) is `webhook.cli.plan`.
+"""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ log = logging.getLogger("poolguard.live")
 # 8.5 KB the sync took the same 4.5-7 s at 100, 250, 500 or 1,000 per page (the time is
 # ours, decoding and compacting), while the resident memory left after the sync grew with
 # the page (34, 46, 72, 122 MB): a page's decoded objects pin heap arenas among the kept
-# records. README "Page size of the initial lists" has the run.
+# records. docs/performance.md, "Live cache", has the measurement.
 LIST_PAGE = 100
 FREEZE_EVERY = 2_000  # watch events between two gc.freeze(): bounds what a collection walks
 
