@@ -141,6 +141,8 @@ class Service:
     def _on_leadership(self, leading: bool) -> None:
         if leading:
             self.enqueue_all()
+        else:  # only the leader counts: a former leader's numbers would go stale
+            self.metrics.set_foreign_cost_pods({})
 
     def _on_event(self, resource: str, event_type: str, obj: Obj, old: Obj | None) -> None:
         if resource == "pods" and event_type == "DELETED":
