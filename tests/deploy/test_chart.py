@@ -415,6 +415,8 @@ def test_platform_values_rename_schedule_and_narrow_everything() -> None:
     assert pod["priorityClassName"] == "platform-critical"
     assert pod["nodeSelector"] == {"node-role.example.com/system": "true"}
     assert pod["tolerations"][0]["key"] == "node-role.example.com/system"
+    assert list(pod["affinity"]["podAntiAffinity"]) == [
+        "requiredDuringSchedulingIgnoredDuringExecution"]
     (term,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     selector = webhook["spec"]["selector"]["matchLabels"]
     assert term["labelSelector"]["matchLabels"] == selector  # tpl followed nameOverride
@@ -495,6 +497,17 @@ def test_platform_values_rename_schedule_and_narrow_everything() -> None:
         assert endpoint["port"] in ports
         assert (endpoint["interval"], endpoint["scrapeTimeout"]) == ("15s", "10s")
         assert endpoint["relabelings"][0]["targetLabel"] == "team"
+
+
+def test_null_and_empty_values_remove_the_default_scheduling() -> None:
+    """affinity is a map (Helm merges a {} into the default): null removes it, as it does
+    the topology spread constraints (a list, which a values file's [] also replaces: see
+    the platform values)."""
+    objects = render(sets=("webhook.affinity=null", "webhook.topologySpreadConstraints=null",
+                           "reconciler.affinity=null"))
+    for component in ("webhook", "reconciler"):
+        pod = find(objects, "Deployment", f"poolguard-{component}")["spec"]["template"]["spec"]
+        assert "affinity" not in pod and "topologySpreadConstraints" not in pod
 
 
 def test_reconciler_off_removes_all_of_it() -> None:
