@@ -181,3 +181,44 @@ def test_state_with_a_badly_typed_field_names_it(tmp_path, field, value, expecte
     assert result.returncode == 2
     assert expected in result.stderr and "Deployment ml/llm-serve" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _owned_by(manager: str) -> list[dict]:
+    """managedFields saying `manager` last wrote the pod's deletion cost."""
+    return [{"manager": manager, "operation": "Update", "apiVersion": "v1",
+             "time": "2026-11-22T11:00:00Z", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:metadata": {"f:annotations": {
+                 "f:controller.kubernetes.io/pod-deletion-cost": {}}}}}]
+
+
+def test_plan_names_another_controller_that_owns_the_cost(tmp_path):
+    """Karpenter overwrote a victim's cost and owns a survivor's: the WHY column, the JSON
+    and the warning name it instead of calling the values hand-set."""
+    state = yaml.safe_load(EXAMPLE_STATE.read_text())
+    pods = {p["metadata"]["name"]: p for p in state["items"] if p["kind"] == "Pod"}
+    victim = pods["llm-serve-7c9d8f6b5-h2w5d"]["metadata"]
+    victim["annotations"]["controller.kubernetes.io/pod-deletion-cost"] = "-5"
+    victim["managedFields"] = _owned_by("karpenter")
+    pods["llm-serve-7c9d8f6b5-k4z9s"]["metadata"]["managedFields"] = _owned_by("karpenter")
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump(state))
+    args = ("--state", str(path), "--workload", "deploy/ml/llm-serve", "--replicas", "3",
+            "--now", NOW)
+
+    doc = json.loads(plan(*args, "--output", "json").stdout)
+    victims = {v["name"]: v for v in doc["victims"]}
+    assert victims["llm-serve-7c9d8f6b5-h2w5d"]["costWriter"] == "karpenter"
+    assert victims["llm-serve-7c9d8f6b5-h2w5d"]["reason"].endswith(
+        "(cost written by karpenter)")
+    assert victims["llm-serve-7c9d8f6b5-j6t1r"]["costWriter"] is None
+    writers = {p["name"]: p["costWriter"] for p in doc["pods"]}
+    assert writers["llm-serve-7c9d8f6b5-k4z9s"] == "karpenter"
+    assert writers["llm-serve-7c9d8f6b5-x7k2p"] is None
+    (warning,) = [w for w in doc["warnings"] if "k4z9s" in w]
+    assert "deletion cost written by karpenter" in warning
+    assert not any("set by hand" in w for w in doc["warnings"])
+
+    text = plan(*args).stdout
+    row = next(line for line in text.splitlines() if line.startswith("llm-serve-7c9d8f6b5-h2w5d"))
+    assert row.endswith("(cost written by karpenter)")
+    assert "warning: llm-serve-7c9d8f6b5-k4z9s" in text and "written by karpenter" in text

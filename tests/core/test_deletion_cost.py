@@ -30,6 +30,7 @@ from webhook.core.deletion_cost import (
     InvalidDeletionCost,
     annotation_field_path,
     check_deletion_cost,
+    cost_writer,
     deletion_cost_of,
     format_deletion_cost,
     invalid_cost_message,
@@ -250,3 +251,37 @@ def test_parse_never_raises_and_agrees_with_go_reference(value):
     assert parsed is None or (isinstance(parsed, int) and INT32_MIN <= parsed <= INT32_MAX)
     assert parsed == go_get_deletion_cost(value)
     assert deletion_cost_of({DELETION_COST_ANNOTATION: value}) == (parsed or 0)
+
+
+# ----- who wrote the cost (metadata.managedFields) --------------------------------------
+
+def _owner(manager: str, time: str = "2026-11-01T00:00:00Z",
+           cost: bool = True) -> dict[str, object]:
+    annotations = {"f:controller.kubernetes.io/pod-deletion-cost": {}} if cost else {
+        "f:team.example/owner": {}}
+    return {"manager": manager, "operation": "Update", "apiVersion": "v1", "time": time,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:annotations": annotations}}}
+
+
+@pytest.mark.parametrize(("entries", "writer"), [
+    # Karpenter's client (user agent "karpenter/<version>"), OpenKruise's ("kruise-manager")
+    ([_owner("karpenter")], "karpenter"),
+    ([_owner("kruise-manager")], "kruise-manager"),
+    # the latest owner decides: a person annotated after Karpenter
+    ([_owner("karpenter", "2026-11-01T00:00:00Z"),
+      _owner("kubectl-annotate", "2026-11-02T00:00:00Z")], ""),
+    ([_owner("kubectl-annotate", "2026-11-01T00:00:00Z"),
+      _owner("karpenter", "2026-11-02T00:00:00Z")], "karpenter"),
+    # poolguard itself, people's tools, and the template's author are nobody else
+    ([_owner("poolguard")], ""),
+    ([_owner("kubectl-edit")], ""), ([_owner("kubectl-client-side-apply")], ""),
+    ([_owner("kube-controller-manager")], ""), ([_owner("helm")], ""),
+    ([_owner("Mozilla")], ""),
+    # a manager of other annotations only, none at all, malformed entries
+    ([_owner("karpenter", cost=False)], ""), ([], ""), (None, ""),
+    ([{"manager": "karpenter", "fieldsV1": "f:metadata"}], ""), (["karpenter"], ""),
+])
+def test_cost_writer_is_the_latest_other_controller_owning_the_annotation(entries, writer):
+    metadata = {} if entries is None else {"managedFields": entries}
+    assert cost_writer(metadata) == writer

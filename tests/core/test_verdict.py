@@ -90,6 +90,27 @@ def test_hand_set_cost_is_named_as_such():
     assert any("set by hand" in w and "web-2" in w for w in verdict.warnings)
 
 
+def test_a_cost_another_controller_owns_is_named_with_its_writer():
+    """A hybrid pod whose cost Karpenter overwrote (its managedFields say so): the warning
+    names Karpenter, not a person; a hand-set cost beside it keeps its own warning."""
+    view, rs = replicaset_on([("inf-1", "1000"), ("inf-1", "1000"), ("hyb-1", "5000"),
+                              ("hyb-2", "3000")])
+    pod = next(p for p in view.pods("ml") if p["metadata"]["name"] == "web-2")
+    pod["metadata"]["managedFields"] = [{
+        "manager": "karpenter", "operation": "Update", "time": "2026-01-02T00:00:00Z",
+        "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:annotations": {
+            "f:controller.kubernetes.io/pod-deletion-cost": {}}}}}]
+    verdict = assess_scale(Snapshot([rs, *NODES, *view.pods("ml")]), policy(), rs, 2,
+                           NOW).verdict
+    (foreign,) = [w for w in verdict.warnings if "karpenter" in w]
+    assert foreign.startswith("web-2 (node hyb-1, pool hybrid): deletion cost written by "
+                              "karpenter (another controller owns the annotation)")
+    assert "poolguard does not overwrite it" in foreign
+    assert "Other writers of the deletion cost" in foreign
+    (by_hand,) = [w for w in verdict.warnings if "set by hand" in w]
+    assert "web-3" in by_hand and "web-2" not in by_hand
+
+
 def test_safe_replicas_is_given_whatever_the_verdict():
     view, rs = replicaset_on([("inf-1", "1000"), ("inf-2", "1000"), ("hyb-1", "-100"),
                               ("hyb-2", "-100")])

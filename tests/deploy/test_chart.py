@@ -37,7 +37,7 @@ HELM_VERSION = re.search(r"^require helm\.sh/helm/v3 (\S+)$", HELM_GOMOD.read_te
 HELM = Path.home() / ".cache" / "poolguard-e2e" / f"helm-{HELM_VERSION}" / "helm"
 KUBECTL = shutil.which("kubectl")
 K8S_VERSIONS = ("1.30.0", kv.latest_version())
-CRD_KINDS = {"Issuer", "Certificate", "ServiceMonitor", "PrometheusRule"}
+CRD_KINDS = {"Issuer", "Certificate", "ServiceMonitor", "PodMonitor", "PrometheusRule"}
 CHART_ONLY_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by")
 
 
@@ -335,11 +335,179 @@ def test_enforcement_value_overrides_the_policy() -> None:
     ("certificates.source=vault", 'certificates.source: "vault" is not one of'),
     ("metrics.service.enabled=false,metrics.serviceMonitor.enabled=true",
      "metrics.serviceMonitor.enabled needs metrics.service.enabled"),
+    ("metrics.serviceMonitor.enabled=true,metrics.podMonitor.enabled=true",
+     "metrics.serviceMonitor.enabled and metrics.podMonitor.enabled: choose one"),
+    ("webhook.podDisruptionBudget.minAvailable=null",
+     "webhook.podDisruptionBudget: set minAvailable or maxUnavailable"),
 ])
 def test_bad_values_stop_rendering_naming_the_value(assignment: str, message: str) -> None:
     result = helm("template", "poolguard", CHART, "--set", assignment)
     assert result.returncode != 0
     assert message in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(("assignment", "key"), [
+    ("webhook.replicas=two", "/webhook/replicas"),
+    ("webhook.hostNetwork=yes", "/webhook/hostNetwork"),
+    ("webhook.port=0", "/webhook/port"),
+    ("webhook.nodeSelector=linux", "/webhook/nodeSelector"),
+    ("reconciler.tolerations.key=gpu", "/reconciler/tolerations"),
+    ("reconciler.podDisruptionBudget.maxUnavailable=true",
+     "/reconciler/podDisruptionBudget/maxUnavailable"),
+    ("webhook.podDisruptionBudget.unhealthyPodEvictionPolicy=Never",
+     "/webhook/podDisruptionBudget/unhealthyPodEvictionPolicy"),
+    ("image.digest=latest", "/image/digest"),
+    ("webhooks.pods.timeoutSeconds=three", "/webhooks/pods/timeoutSeconds"),
+    ("webhooks.scale.matchConditions=none", "/webhooks/scale/matchConditions"),
+    ("metrics.podMonitor.relabelings=drop", "/metrics/podMonitor/relabelings"),
+    ("webhook.replica=3", "'replica'"),  # a misspelt key is unknown, not ignored
+])
+def test_values_schema_refuses_a_wrong_type_naming_the_key(assignment: str, key: str) -> None:
+    """values.schema.json: `helm template` (and so `helm install`, which runs the same
+    check) and `helm lint` refuse the value before rendering, naming its key."""
+    for command in ("template", "lint"):
+        result = helm(command, *(["poolguard"] if command == "template" else []), CHART,
+                      "--set", assignment)
+        assert result.returncode != 0, result.stdout
+        output = result.stdout + result.stderr
+        assert "values don't meet the specifications of the schema" in output, output
+        assert key in output, output
+
+
+def test_values_schema_accepts_every_documented_combination() -> None:
+    """The schema is no stricter than the values the chart documents (a --set of each
+    settable type passes too)."""
+    for values in CI_VALUES:
+        assert helm("template", "poolguard", CHART, "--values", values).returncode == 0
+    result = helm("template", "poolguard", CHART, "--set",
+                  "webhook.podDisruptionBudget.maxUnavailable=50%,webhook.port=10260,"
+                  "image.digest=sha256:" + "ab" * 32)
+    assert result.returncode == 0, result.stderr
+
+
+def test_default_pods_are_system_cluster_critical_and_off_the_host_network() -> None:
+    objects = render()
+    for component in ("webhook", "reconciler"):
+        pod = find(objects, "Deployment", f"poolguard-{component}")["spec"]["template"]["spec"]
+        assert pod["priorityClassName"] == "system-cluster-critical"
+        assert "hostNetwork" not in pod and "dnsPolicy" not in pod
+    assert not [o for o in objects if o["kind"] == "PodDisruptionBudget"
+                and o["metadata"]["name"] == "poolguard-reconciler"]
+
+
+def test_platform_values_rename_schedule_and_narrow_everything() -> None:
+    objects = render(CHART / "ci" / "platform-values.yaml", namespace="pg")
+    names = {o["metadata"]["name"] for o in objects}
+    assert all(n.startswith("gpu-guard") for n in names - {"pg"}), sorted(names)
+    for obj in objects:
+        labels = obj["metadata"]["labels"]
+        assert labels["team"] == "platform", obj["metadata"]["name"]
+        assert labels["app.kubernetes.io/name"] == "guard"
+
+    webhook = find(objects, "Deployment", "gpu-guard-webhook")
+    assert webhook["spec"]["revisionHistoryLimit"] == 2
+    template = webhook["spec"]["template"]
+    assert template["metadata"]["labels"]["example.com/tier"] == "system"
+    assert template["metadata"]["labels"]["app.kubernetes.io/component"] == "webhook"
+    assert template["metadata"]["annotations"]["example.com/owner"] == "platform"
+    pod = template["spec"]
+    assert (pod["hostNetwork"], pod["dnsPolicy"]) == (True, "ClusterFirstWithHostNet")
+    assert pod["priorityClassName"] == "platform-critical"
+    assert pod["nodeSelector"] == {"node-role.example.com/system": "true"}
+    assert pod["tolerations"][0]["key"] == "node-role.example.com/system"
+    assert list(pod["affinity"]["podAntiAffinity"]) == [
+        "requiredDuringSchedulingIgnoredDuringExecution"]
+    (term,) = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    selector = webhook["spec"]["selector"]["matchLabels"]
+    assert term["labelSelector"]["matchLabels"] == selector  # tpl followed nameOverride
+    assert "topologySpreadConstraints" not in pod
+    main = pod["containers"][0]
+    assert main["image"] == ("registry.example.com/platform/poolguard@sha256:"
+                             "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
+    assert main["args"][main["args"].index("--port") + 1] == "10260"
+    assert main["ports"] == [{"name": "https", "containerPort": 10260, "protocol": "TCP"}]
+    assert main["env"] == [{"name": "TZ", "value": "UTC"}]
+    assert main["readinessProbe"]["periodSeconds"] == 3
+    assert main["volumeMounts"][-1]["mountPath"] == "/etc/ssl/corporate"
+    assert pod["volumes"][-1] == {"name": "extra-ca", "configMap": {"name": "corporate-ca"}}
+    assert find(objects, "NetworkPolicy", "gpu-guard-webhook")["spec"]["ingress"] == [
+        {"ports": [{"port": 10260, "protocol": "TCP"}]}]
+    assert find(objects, "Namespace", "pg")["metadata"]["labels"][
+        "pod-security.kubernetes.io/enforce"] == "privileged"
+    account = find(objects, "ServiceAccount", "gpu-guard-webhook")
+    assert account["metadata"]["annotations"]["example.com/role"] == "poolguard-webhook"
+
+    reconciler = find(objects, "Deployment", "gpu-guard-reconciler")
+    pod = reconciler["spec"]["template"]["spec"]
+    assert "priorityClassName" not in pod
+    main = pod["containers"][0]
+    assert main["args"][-2:] == ["--lease-name", "gpu-guard-reconciler"]
+    assert main["env"][-1] == {"name": "TZ", "value": "UTC"}
+    lease_role = find(objects, "Role", "gpu-guard-reconciler-leader-election")
+    assert lease_role["rules"][1]["resourceNames"] == ["gpu-guard-reconciler"]
+
+    pdbs = {o["metadata"]["name"]: o["spec"] for o in objects
+            if o["kind"] == "PodDisruptionBudget"}
+    assert pdbs["gpu-guard-webhook"] == {"maxUnavailable": 1,
+                                         "unhealthyPodEvictionPolicy": "AlwaysAllow",
+                                         "selector": {"matchLabels": selector}}
+    assert pdbs["gpu-guard-reconciler"]["minAvailable"] == "50%"
+
+    hooks = {h["name"]: h for kind in ("MutatingWebhookConfiguration",
+                                       "ValidatingWebhookConfiguration")
+             for h in find(objects, kind, "gpu-guard")["webhooks"]}
+    for hook in hooks.values():
+        assert hook["clientConfig"]["service"]["name"] == "gpu-guard-webhook"
+        assert hook["namespaceSelector"]["matchExpressions"][:2] == [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+             "values": ["kube-system", "pg"]},
+            {"key": "poolguard.dev/skip", "operator": "NotIn", "values": ["true"]}]
+    pods = hooks["pods.poolguard.dev"]
+    assert pods["namespaceSelector"]["matchLabels"] == {"example.com/gpu": "true"}
+    assert pods["objectSelector"]["matchExpressions"][0]["key"] == "example.com/batch"
+    assert [c["name"] for c in pods["matchConditions"]] == ["not-skipped", "not-a-job"]
+    assert hooks["scale.poolguard.dev"]["namespaceSelector"]["matchExpressions"][2][
+        "key"] == "example.com/sandbox"
+    assert "objectSelector" not in hooks["bindings.poolguard.dev"]
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        assert find(objects, kind, "gpu-guard")["metadata"]["annotations"][
+            "example.com/owner"] == "platform"
+
+    # the certificate hook and renewal name the renamed Service and webhook configurations
+    args = certs_parser().parse_args(find(objects, "CronJob", "gpu-guard-certs-renewal")[
+        "spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"])
+    assert (args.service, args.webhook_configuration) == ("gpu-guard-webhook", "gpu-guard")
+    assert find(objects, "ClusterRole", "gpu-guard-certs-renewal")["rules"][0][
+        "resourceNames"] == ["gpu-guard"]
+
+    monitors = [o for o in objects if o["kind"] == "PodMonitor"]
+    assert {m["metadata"]["name"] for m in monitors} == {"gpu-guard-webhook",
+                                                         "gpu-guard-reconciler"}
+    assert not [o for o in objects if o["kind"] == "ServiceMonitor"]
+    for monitor in monitors:
+        assert monitor["metadata"]["namespace"] == "monitoring"
+        assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["pg"]}
+        component = monitor["metadata"]["labels"]["app.kubernetes.io/component"]
+        deployment = find(objects, "Deployment", f"gpu-guard-{component}")
+        assert monitor["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"][
+            "matchLabels"]
+        (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+        ports = {p["name"] for p in deployment["spec"]["template"]["spec"]["containers"][0][
+            "ports"]}
+        assert endpoint["port"] in ports
+        assert (endpoint["interval"], endpoint["scrapeTimeout"]) == ("15s", "10s")
+        assert endpoint["relabelings"][0]["targetLabel"] == "team"
+
+
+def test_null_and_empty_values_remove_the_default_scheduling() -> None:
+    """affinity is a map (Helm merges a {} into the default): null removes it, as it does
+    the topology spread constraints (a list, which a values file's [] also replaces: see
+    the platform values)."""
+    objects = render(sets=("webhook.affinity=null", "webhook.topologySpreadConstraints=null",
+                           "reconciler.affinity=null"))
+    for component in ("webhook", "reconciler"):
+        pod = find(objects, "Deployment", f"poolguard-{component}")["spec"]["template"]["spec"]
+        assert "affinity" not in pod and "topologySpreadConstraints" not in pod
 
 
 def test_reconciler_off_removes_all_of_it() -> None:
@@ -383,8 +551,14 @@ def test_service_monitors_scrape_what_the_services_serve() -> None:
                                                                         "poolguard")
     assert endpoint["tlsConfig"]["ca"]["secret"] == {"name": "poolguard-webhook-tls",
                                                      "key": "ca.crt"}
+    assert endpoint["scrapeTimeout"] == "10s"
+    assert endpoint["metricRelabelings"][0]["regex"] == "python_gc_.*"
     reconciler = find(objects, "ServiceMonitor", "poolguard-reconciler")
     assert reconciler["spec"]["endpoints"][0]["scheme"] == "http"
+    elsewhere = render(CHART / "ci" / "monitoring-values.yaml",
+                       sets=("metrics.serviceMonitor.namespace=monitoring",))
+    assert {o["metadata"]["namespace"] for o in elsewhere if o["kind"] == "ServiceMonitor"} == {
+        "monitoring"}
     assert all(find(objects, "Service", "poolguard-reconciler-metrics")["metadata"]["labels"][k]
                == v for k, v in reconciler["spec"]["selector"]["matchLabels"].items())
 

@@ -38,6 +38,9 @@ FILES = REPO / "charts" / "poolguard" / "files"
 CERTS = REPO / ".certs"  # make run's CERT_DIR
 KUBECTL = shutil.which("kubectl")
 METRIC_NAME = re.compile(r"\bpoolguard_[a-z0-9_]+")
+# The reconciler's metrics: poolguard_reconciler_*, and the per-writer count of pods whose
+# deletion cost another controller owns (only the reconciler sees every pod).
+RECONCILER_METRICS = re.compile(r"poolguard_reconciler_|poolguard_foreign_cost_pods$")
 
 
 def free_port() -> int:
@@ -156,7 +159,7 @@ def test_make_run_serves_the_metrics_the_rules_and_dashboard_use(tmp_path: Path)
         text = scrape_webhook(base, CERTS / "ca.crt")
     found = check_webhook_metrics(text, CERTS / "tls.crt")
     for source, names in used_metric_names().items():
-        webhook_names = {n for n in names if not n.startswith("poolguard_reconciler_")}
+        webhook_names = {n for n in names if not RECONCILER_METRICS.match(n)}
         assert webhook_names, source
         missing = webhook_names - set(found)
         assert not missing, f"{source} uses metrics the webhook does not serve: {missing}"
@@ -195,6 +198,12 @@ def test_the_shipped_deployments_serve_the_metrics_the_rules_and_dashboard_use(
     # A pod created while the webhook was away: the reconciler has a cost to write.
     api.modify("Pod", "ml", "llm-serve-7c9d8f6b5-h2w5d",
                lambda pod: pod["metadata"].pop("annotations", None))
+    # A cost Karpenter owns (its managedFields say so): counted per writer, for the alert.
+    api.modify("Pod", "ml", "llm-serve-7c9d8f6b5-k4z9s", lambda pod: pod["metadata"].update(
+        managedFields=[{"manager": "karpenter", "operation": "Update",
+                        "time": "2026-11-22T11:00:00Z", "fieldsType": "FieldsV1",
+                        "fieldsV1": {"f:metadata": {"f:annotations": {
+                            "f:controller.kubernetes.io/pod-deletion-cost": {}}}}}]))
     env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     env["KUBECONFIG"] = str(kubeconfig)  # stands in for the in-cluster ServiceAccount
     make_certs = subprocess.run(["make", "--no-print-directory", "certs"], cwd=REPO,
@@ -235,6 +244,7 @@ def test_the_shipped_deployments_serve_the_metrics_the_rules_and_dashboard_use(
     assert value(reconciler_found, "poolguard_reconciler_leader") == 1
     assert value(reconciler_found, "poolguard_reconciler_patches_total", result="patched") >= 1
     assert value(reconciler_found, "poolguard_reconciler_patches_total", result="error") == 0
+    assert value(reconciler_found, "poolguard_foreign_cost_pods", manager="karpenter") == 1
     assert api.write_count("PATCH", "/pods/") >= 1  # it really wrote costs
     webhook_found = check_webhook_metrics(webhook_text, CERTS / "tls.crt")
     served = set(webhook_found) | set(reconciler_found)

@@ -325,6 +325,46 @@ def test_metrics_and_healthz_endpoints(api: FakeKubeAPI, kubeconfig: str) -> Non
     assert health["ok"] and health["leader"] and health["synced"]
 
 
+def _cost_owned_by(manager: str) -> list[dict[str, Any]]:
+    return [{"manager": manager, "operation": "Update", "time": "2026-11-01T00:00:00Z",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:annotations": {
+                 f"f:{COST}": {}}}}}]
+
+
+def test_foreign_cost_pods_gauge_counts_governed_pods_per_writer(
+        api: FakeKubeAPI, kubeconfig: str) -> None:
+    """Pods whose cost Karpenter or OpenKruise owns are kept (never patched) and counted by
+    manager; a person's value is not counted; a writer gone at the next resync drops out."""
+    owned = [("karpenter-1", "karpenter"), ("karpenter-2", "karpenter"),
+             ("kruise-1", "kruise-manager"), ("person", "kubectl-annotate")]
+    for name, manager in owned:
+        pod = f.pod(name, node_name="hyb-1", cost="7")
+        pod["metadata"]["managedFields"] = _cost_owned_by(manager)
+        api.put(pod)
+    finished = f.pod("finished", node_name="hyb-1", cost="7", phase="Succeeded")
+    finished["metadata"]["managedFields"] = _cost_owned_by("karpenter")
+    api.put(finished)
+
+    def gauge(manager: str) -> float | None:
+        return service.metrics.registry.get_sample_value("poolguard_foreign_cost_pods",
+                                                         {"manager": manager})
+
+    with running(kubeconfig, FAST) as service:
+        wait_until(lambda: gauge("karpenter") == 2, message="karpenter's pods counted")
+        assert gauge("kruise-manager") == 1
+        assert gauge("kubectl-annotate") is None
+        assert {name: annotations(api, name)[COST] for name, _ in owned} == {
+            name: "7" for name, _ in owned}  # kept
+        api.modify("Pod", "ml", "kruise-1", lambda pod: pod["metadata"].update(
+            managedFields=_cost_owned_by("kubectl-edit")))
+        wait_until(lambda: [p for p in service.cluster.all_pod_facts()
+                            if p.name == "kruise-1" and not p.cost_writer],
+                   message="the cache saw the change")
+        service.enqueue_all()
+        assert gauge("kruise-manager") is None and gauge("karpenter") == 2
+    assert pod_writes(api) == 0
+
+
 def test_work_queue_dedupes_and_requeues_keys_added_while_processing() -> None:
     queue = WorkQueue()
     for key in ("a", "b", "a"):

@@ -96,6 +96,9 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
             entry["reason"] = deciding_rule(pod, first_survivor[pod.replica_set])
         else:
             entry["reason"] = "every pod of its ReplicaSet goes"
+        entry["costWriter"] = pod.facts.cost_writer or None
+        if pod.facts.cost_writer:
+            entry["reason"] += f" (cost written by {pod.facts.cost_writer})"
         return entry
 
     document: dict[str, Any] = {
@@ -139,6 +142,8 @@ def _pod_entries(view: ClusterView, policy: Policy,
             "protected": place.protected,
             "fate": VICTIM if is_victim else POSSIBLE_VICTIM if id(pod) in possible else SURVIVES,
             "deletionOrder": index + 1 if is_victim else None,
+            # Another controller's field manager when it owns the deletion cost.
+            "costWriter": pod.facts.cost_writer or None,
         }
         if pod.replica_set:
             entry["replicaSet"] = pod.replica_set

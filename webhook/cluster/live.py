@@ -184,6 +184,10 @@ class LiveCluster(IndexedClusterView):
         """Every cached pod, in all namespaces."""
         return [facts.pod for facts in self._list_all("pods")]
 
+    def all_pod_facts(self) -> list[PodFacts]:
+        """The facts of every cached pod, in all namespaces."""
+        return self._list_all("pods")
+
     def pod(self, namespace: str, name: str) -> Obj | None:
         """The cached pod, or None."""
         facts = self._get("pods", namespace, name)

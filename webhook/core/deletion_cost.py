@@ -17,6 +17,14 @@ DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 # no marker) was set by someone else and is never overwritten.
 MANAGED_COST_ANNOTATION = "poolguard.dev/managed-deletion-cost"
 POOL_ANNOTATION = "poolguard.dev/pool"
+# managedFields' path to the cost annotation (fieldsV1: keys prefixed with "f:").
+_COST_FIELD_PATH = ("f:metadata", "f:annotations", f"f:{DELETION_COST_ANNOTATION}")
+# Field managers that do not name another controller: poolguard itself (its reconciler's
+# user agent "poolguard/..."), people's tools (kubectl annotate/edit/patch/apply, helm, k9s,
+# browser consoles "Mozilla/..."), and kube-controller-manager, which creates pods with
+# the cost their workload's template carries: a person's choice too.
+OWN_MANAGER_PREFIXES = ("poolguard",)
+PERSON_MANAGER_PREFIXES = ("kubectl", "kube-controller-manager", "helm", "k9s", "Mozilla")
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 
@@ -82,6 +90,30 @@ def cost_set_by_hand(annotations: Mapping[str, str] | None) -> bool:
     if not annotations or DELETION_COST_ANNOTATION not in annotations:
         return False
     return annotations.get(MANAGED_COST_ANNOTATION) != annotations[DELETION_COST_ANNOTATION]
+
+
+def cost_writer(metadata: Mapping[str, object]) -> str:
+    """The field manager of another controller that last wrote the deletion cost, or "".
+
+    Read from `metadata.managedFields`: of the managers whose fieldsV1 hold the cost
+    annotation, the latest by time; "" when none does or when that one is poolguard
+    or a person's tool (`OWN_MANAGER_PREFIXES`, `PERSON_MANAGER_PREFIXES`).
+    """
+    owners = []
+    entries = metadata.get("managedFields")
+    for entry in entries if isinstance(entries, list) else ():
+        node = entry.get("fieldsV1") if isinstance(entry, Mapping) else None
+        for key in _COST_FIELD_PATH:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        manager = entry.get("manager") if node is not None else None
+        if isinstance(manager, str) and manager:
+            owners.append((str(entry.get("time") or ""), manager))
+    if not owners:
+        return ""
+    manager = max(owners)[1]  # RFC 3339 times in UTC order as text
+    if manager.startswith(OWN_MANAGER_PREFIXES + PERSON_MANAGER_PREFIXES):
+        return ""
+    return manager
 
 
 def format_deletion_cost(cost: int) -> str:

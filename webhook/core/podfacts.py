@@ -31,6 +31,7 @@ from typing import Any
 from .deletion_cost import (
     DELETION_COST_ANNOTATION,
     MANAGED_COST_ANNOTATION,
+    cost_writer,
     parse_deletion_cost,
 )
 from .kube import parse_time_ns
@@ -66,6 +67,7 @@ class PodFacts:
         "active",
         "controller",
         "cost_by_hand",
+        "cost_writer",
         "created_ns",
         "deleting",
         "deletion_cost",
@@ -113,6 +115,9 @@ class PodFacts:
         self.cost_by_hand = (DELETION_COST_ANNOTATION in annotations and
                              annotations.get(MANAGED_COST_ANNOTATION)
                              != annotations[DELETION_COST_ANNOTATION])
+        # Another controller that owns the cost (Karpenter, OpenKruise...): read here, where
+        # the full object still has managedFields (the live cache's copy drops them).
+        self.cost_writer = cost_writer(metadata) if self.cost_by_hand else ""
         self.ready_time_ns = (parse_time_ns(condition.get("lastTransitionTime"))
                               if self.ready else None)
         self.restarts, self.sidecar_restarts = _max_restarts(spec, status)

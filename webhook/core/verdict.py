@@ -211,8 +211,15 @@ def _add_cost_hint(verdict: Verdict, lost: list[RankedPod], kept: list[RankedPod
     cheapest_lost = min(p.deletion_cost for p in lost)
     blocking = [p for p, cost in zip(kept, map(_COST, kept), strict=True)
                 if cost >= cheapest_lost]
-    by_hand = [p for p in blocking if p.facts.cost_by_hand]
+    by_hand = [p for p in blocking if p.facts.cost_by_hand and not p.facts.cost_writer]
     stale = [p for p in blocking if not p.facts.cost_by_hand]
+    for writer in sorted({p.facts.cost_writer for p in blocking} - {""}):
+        verdict.warnings.append(
+            f"{_names([p for p in blocking if p.facts.cost_writer == writer], describe)}: "
+            f"deletion cost written by {writer} (another controller owns the annotation), "
+            f"not below the protected victims' {cheapest_lost}; poolguard does not overwrite "
+            "it: see docs/install.md \"Other writers of the deletion cost\""
+        )
     if by_hand:
         verdict.warnings.append(
             f"{_names(by_hand, describe)}: deletion cost set by hand (no poolguard marker), "

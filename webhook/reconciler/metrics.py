@@ -12,7 +12,7 @@ import json
 import logging
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -31,6 +31,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = prom.CollectorRegistry()
+        self._foreign_seen: set[tuple[str]] = set()
         reg = self.registry
         self.patches = prom.Counter("poolguard_reconciler_patches", "Pod patch requests by "
                                     "result: patched, conflict, gone, error", ["result"],
@@ -52,6 +53,10 @@ class Metrics:
         self.staleness = prom.Gauge("poolguard_reconciler_cache_staleness_seconds", "Seconds "
                                     "since the least recently heard-from watch heard from the "
                                     "API server", registry=reg)
+        self.foreign_cost_pods = prom.Gauge(
+            "poolguard_foreign_cost_pods", "Governed pods whose deletion cost another "
+            "controller owns (its managedFields manager), at the last resync; poolguard "
+            "keeps their cost", ["manager"], registry=reg)
         for result in (PATCHED, "conflict", "gone", "error"):
             self.patches.labels(result)
         for outcome in (PATCHED, UNCHANGED_POD, KEPT, SKIPPED, FAILED):
@@ -60,6 +65,14 @@ class Metrics:
     def render(self) -> tuple[bytes, str]:
         """The exposition text for /metrics and its content type."""
         return prom.generate_latest(self.registry), prom.CONTENT_TYPE_LATEST
+
+    def set_foreign_cost_pods(self, counts: Mapping[str, int]) -> None:
+        """One series per manager seen at this resync; managers gone since are removed."""
+        for (manager,) in self._foreign_seen - {(m,) for m in counts}:
+            self.foreign_cost_pods.remove(manager)
+        for manager, count in counts.items():
+            self.foreign_cost_pods.labels(manager).set(count)
+        self._foreign_seen = {(m,) for m in counts}
 
     def record(self, outcome: str, reason: str = "") -> None:
         self.pods.labels(outcome).inc()

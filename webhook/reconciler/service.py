@@ -22,7 +22,7 @@ from ..cluster.live import NAMESPACES, NODES, PODS, LiveCluster
 from ..cluster.state import PolicyHolder
 from ..core.kube import Obj, labels_of, name_of, namespace_of, spec_of
 from ..core.policy import Policy
-from .decide import FAILED, PATCH, PodKey
+from .decide import FAILED, KEPT, PATCH, PodKey
 from .lease import make_elector
 from .metrics import Metrics
 from .options import Options
@@ -122,13 +122,18 @@ class Service:
     def enqueue_all(self) -> Summary:
         """Evaluate every cached pod; queue those that need a write (a full resync)."""
         summary = Summary()
-        for pod in self.cluster.all_pods():
+        foreign: Counter[str] = Counter()
+        for facts in self.cluster.all_pod_facts():
+            pod = facts.pod
             verdict = self.reconciler.evaluate(pod)
             if verdict.outcome == PATCH:
                 self.queue.add((namespace_of(pod), name_of(pod)))
             else:
                 summary.add(verdict.outcome, verdict.reason)
                 self.metrics.record(verdict.outcome, verdict.reason)
+                if verdict.outcome == KEPT and facts.cost_writer:
+                    foreign[facts.cost_writer] += 1
+        self.metrics.set_foreign_cost_pods(foreign)
         self.metrics.resyncs.inc()
         log.info("resync: %d pods queued, %s", len(self.queue), summary.line())
         return summary
@@ -136,6 +141,8 @@ class Service:
     def _on_leadership(self, leading: bool) -> None:
         if leading:
             self.enqueue_all()
+        else:  # only the leader counts: a former leader's numbers would go stale
+            self.metrics.set_foreign_cost_pods({})
 
     def _on_event(self, resource: str, event_type: str, obj: Obj, old: Obj | None) -> None:
         if resource == "pods" and event_type == "DELETED":

@@ -5,48 +5,69 @@
 
 {{/* The webhook Service the API server calls. */}}
 {{- define "poolguard.serviceName" -}}
-{{- .Values.webhook.serviceName -}}
+{{- .Values.webhook.serviceName | default (printf "%s-webhook" (include "poolguard.fullname" .)) -}}
 {{- end -}}
 
+{{/* app.kubernetes.io/name of every object: nameOverride, else the chart's name. */}}
+{{- define "poolguard.name" -}}
+{{- .Values.nameOverride | default .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The prefix of every object's name (poolguard-webhook, ...): fullnameOverride, else the
+name. Not the release name: poolguard is one install per cluster (its webhook configurations
+are cluster-wide), and the kustomize manifests use the same fixed names. */}}
+{{- define "poolguard.fullname" -}}
+{{- .Values.fullnameOverride | default (include "poolguard.name" .) | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* registry/repository, then @digest if set (a digest wins over the tag), else :tag. */}}
 {{- define "poolguard.image" -}}
-{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- $repo := .Values.image.repository -}}
+{{- with .Values.image.registry }}{{ $repo = printf "%s/%s" . $repo }}{{ end -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repo .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
 {{- end -}}
 
-{{/* Labels on every object (and pod template): the kustomize base's, managed by Helm. */}}
+{{/* Labels on every object (and pod template): the kustomize base's, managed by Helm, and
+commonLabels (which cannot replace these). */}}
 {{- define "poolguard.labels" -}}
-app.kubernetes.io/name: poolguard
-app.kubernetes.io/part-of: poolguard
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- $base := dict "app.kubernetes.io/name" (include "poolguard.name" .) "app.kubernetes.io/part-of" "poolguard" "app.kubernetes.io/version" .Chart.AppVersion "app.kubernetes.io/managed-by" .Release.Service -}}
+{{- toYaml (merge $base (deepCopy (.Values.commonLabels | default dict))) -}}
 {{- end -}}
 
-{{/* metadata labels and annotations of an object: (dict "ctx" $ "component" "x" "labels" (dict ...)). */}}
+{{/* metadata labels and annotations of an object:
+(dict "ctx" $ "component" "x" "labels" (dict ...) "annotations" (dict ...)).
+The chart's own labels win over `labels`, which win over nothing else. */}}
 {{- define "poolguard.meta" -}}
+{{- $own := dict "helm.sh/chart" (printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version) -}}
+{{- with .component }}{{ $_ := set $own "app.kubernetes.io/component" . }}{{ end -}}
+{{- $labels := merge $own (fromYaml (include "poolguard.labels" .ctx)) (deepCopy (.labels | default dict)) -}}
+{{- $annotations := merge (dict "poolguard.dev/certificates" .ctx.Values.certificates.source) (deepCopy (.annotations | default dict)) -}}
 labels:
-  {{- include "poolguard.labels" .ctx | nindent 2 }}
-  helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version }}
-  {{- with .component }}
-  app.kubernetes.io/component: {{ . }}
-  {{- end }}
-  {{- with .labels }}
-  {{- toYaml . | nindent 2 }}
-  {{- end }}
+  {{- toYaml $labels | nindent 2 }}
 annotations:
-  poolguard.dev/certificates: {{ .ctx.Values.certificates.source }}
+  {{- toYaml $annotations | nindent 2 }}
 {{- end -}}
 
-{{/* metadata of a pod template. */}}
+{{/* metadata of a pod template: (dict "ctx" $ "component" "x" "values" .Values.webhook);
+the component's podLabels and podAnnotations cannot replace the chart's own. */}}
 {{- define "poolguard.podMeta" -}}
+{{- $values := .values | default dict -}}
+{{- $labels := merge (dict "app.kubernetes.io/component" .component) (fromYaml (include "poolguard.labels" .ctx)) (deepCopy ($values.podLabels | default dict)) -}}
+{{- $annotations := merge (dict "poolguard.dev/certificates" .ctx.Values.certificates.source) (deepCopy ($values.podAnnotations | default dict)) -}}
 labels:
-  {{- include "poolguard.labels" .ctx | nindent 2 }}
-  app.kubernetes.io/component: {{ .component }}
+  {{- toYaml $labels | nindent 2 }}
 annotations:
-  poolguard.dev/certificates: {{ .ctx.Values.certificates.source }}
+  {{- toYaml $annotations | nindent 2 }}
 {{- end -}}
 
+{{/* The labels a component's Deployment, Services and PDB select: (dict "ctx" $ "component" "x"). */}}
 {{- define "poolguard.selector" -}}
-app.kubernetes.io/name: poolguard
-app.kubernetes.io/component: {{ . }}
+app.kubernetes.io/name: {{ include "poolguard.name" .ctx }}
+app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/* The policy as rendered into the ConfigMap, with `enforcement` applied. */}}
@@ -99,6 +120,15 @@ seccompProfile:
 {{- fail (printf "webhooks.%s.timeoutSeconds: %v is outside 1-30" $name $hook.timeoutSeconds) -}}
 {{- end -}}
 {{- end -}}
+{{- if and .Values.metrics.serviceMonitor.enabled .Values.metrics.podMonitor.enabled -}}
+{{- fail "metrics.serviceMonitor.enabled and metrics.podMonitor.enabled: choose one (both would scrape every pod twice)" -}}
+{{- end -}}
+{{- range $component := list "webhook" "reconciler" -}}
+{{- $pdb := (get $.Values $component).podDisruptionBudget -}}
+{{- if and $pdb.enabled (kindIs "invalid" $pdb.maxUnavailable) (kindIs "invalid" $pdb.minAvailable) -}}
+{{- fail (printf "%s.podDisruptionBudget: set minAvailable or maxUnavailable" $component) -}}
+{{- end -}}
+{{- end -}}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.service.enabled) -}}
 {{- fail "metrics.serviceMonitor.enabled needs metrics.service.enabled (it selects those Services)" -}}
 {{- end -}}
@@ -109,5 +139,73 @@ seccompProfile:
 - sync
 {{- range (list "--namespace" (include "poolguard.namespace" .) "--service" (include "poolguard.serviceName" .) "--secret" .Values.certificates.secretName "--days" (toString .Values.certificates.selfSigned.days) "--ca-days" (toString .Values.certificates.selfSigned.caDays)) }}
 - {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* Scheduling of a component's pods: (dict "ctx" $ "values" .Values.webhook). affinity and
+topologySpreadConstraints go through `tpl`, so their label selectors can name the chart's
+labels ({{ include "poolguard.name" . }}) and follow nameOverride. */}}
+{{- define "poolguard.podScheduling" -}}
+{{- with .values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .values.affinity }}
+affinity:
+  {{- tpl (toYaml .) $.ctx | nindent 2 }}
+{{- end }}
+{{- with .values.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- tpl (toYaml .) $.ctx | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* A component's PodDisruptionBudget: (dict "ctx" $ "component" "x" "values" <its podDisruptionBudget>).
+maxUnavailable, when set, replaces minAvailable (the API takes only one of them). */}}
+{{- define "poolguard.pdb" -}}
+{{- if .values.enabled }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "poolguard.fullname" .ctx }}-{{ .component }}
+  namespace: {{ include "poolguard.namespace" .ctx }}
+  {{- include "poolguard.meta" (dict "ctx" .ctx "component" .component) | nindent 2 }}
+spec:
+  {{- if not (kindIs "invalid" .values.maxUnavailable) }}
+  maxUnavailable: {{ .values.maxUnavailable }}
+  {{- else }}
+  minAvailable: {{ .values.minAvailable }}
+  {{- end }}
+  {{- with .values.unhealthyPodEvictionPolicy }}
+  unhealthyPodEvictionPolicy: {{ . }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "poolguard.selector" (dict "ctx" .ctx "component" .component) | nindent 6 }}
+{{- end }}
+{{- end -}}
+
+
+{{/* interval, scrapeTimeout and relabelings of a ServiceMonitor or PodMonitor endpoint. */}}
+{{- define "poolguard.scrapeSettings" -}}
+interval: {{ .interval }}
+{{- with .scrapeTimeout }}
+scrapeTimeout: {{ . }}
+{{- end }}
+{{- with .relabelings }}
+relabelings:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .metricRelabelings }}
+metricRelabelings:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
