@@ -83,7 +83,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_walk_sees_the_whole_project() -> None:
     graph = project_graph()
-    assert {"webhook.core.ranking", "webhook.admission.app", "webhook.cli.main",
+    assert {"webhook.core.active_pods_with_ranks", "webhook.admission.app", "webhook.cli.main",
             "webhook.reconciler.service", "certs.cli"} <= set(graph)
     assert "webhook.cluster.state" in graph["webhook.cli.plan"]  # relative imports resolve
     assert "webhook.admission.gunicorn" in graph["webhook.cli.serve"]  # lazy imports count

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..core.active_pods_with_ranks import RankedPod, deciding_rule
 from ..core.assessment import Assessment
 from ..core.cluster import ClusterView, Snapshot, canonical_kind
 from ..core.decision import preview_scale
 from ..core.kube import controller_ref, name_of, namespace_of, replicas_of
 from ..core.policy import Policy
-from ..core.ranking import RankedPod, deciding_rule
 from ..core.verdict import placement
 from ..errors import InputError
 

@@ -1,14 +1,15 @@
 """A pod's facts, read once from its dict, and the integer sort key the ranking uses.
 
-The ReplicaSet comparator (see `ranking`) reads a dozen fields of every pod. Reading
-them from the nested API dict at every sync of every prediction dominated the time of
-a large scale check, so they are read once per pod object into a `PodFacts` (the
-snapshot and the live cache build these when an object arrives; anything else gets
-them built on the fly), and the comparator's rules are encoded into one integer per
-pod so that sorting compares machine-sized integers instead of tuples.
+The ReplicaSet comparator (see `active_pods_with_ranks`) reads a dozen fields of every
+pod. Reading them from the nested API dict at every sync of every prediction would
+dominate the time of a large scale check, so they are read once per pod object into a
+`PodFacts` (the snapshot and the live cache build these when an object arrives;
+anything else gets them built on the fly), and the comparator's rules are encoded
+into one integer per pod so that sorting compares machine-sized integers instead of
+tuples.
 
 Encoding (most significant first); every field has a fixed width so that integer
-order is exactly the tuple order `ranking` documents:
+order is exactly the tuple order `active_pods_with_ranks` documents:
 
   rules 1-4   scheduled (1) | phase (2) | ready (1) | deletion cost + 2**31 (32)
   rule 5      2**32 - 1 - rank (32)
@@ -162,7 +163,7 @@ class PodFacts:
         return self.rules_1_to_4 << (32 + CLOCK_WITHIN_BITS) | self._clock(now_ns, uid_key)[2]
 
     def comparator_fields(self, now_ns: int) -> tuple[tuple[int, bytes], tuple[int, int, int]]:
-        """What the comparator's rules 6-8 read against `now_ns` (see `ranking._Less`):
+        """What the comparator's rules 6-8 read against `now_ns` (see `sort_keys.Less`):
         (ready head, UID) and (-restarts, -sidecar restarts, creation head), where a head
         is the time's present bit and bucket + 1 (the ready head is 0 when not ready).
         Remembered with the key (`memo`)."""

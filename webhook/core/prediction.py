@@ -16,6 +16,8 @@ from itertools import compress
 from operator import attrgetter, is_not
 from typing import Any
 
+from .active_pods_with_ranks import RankedPod, TieGroup, possible_victims, ranked_pod
+from .chain_bound import ChainBound
 from .cluster import ClusterView, candidate_pod_facts, pod_facts
 from .deletion_cost import go_quote
 from .kube import (
@@ -33,16 +35,7 @@ from .kube import (
     uid_of,
 )
 from .podfacts import PHASE_ORDINAL, PodFacts
-from .ranking import (
-    BURST_REPLICAS,
-    ChainBound,
-    Deletion,
-    RankedPod,
-    TieGroup,
-    deletions_of_facts,
-    possible_victims,
-    ranked_pod,
-)
+from .replicaset_sync import BURST_REPLICAS, Deletion, deletions_of_facts
 from .rollout import ShrinkingReplicaSet, sync_order_groups
 from .selectors import compile_workload_selector, workload_selector_matches
 

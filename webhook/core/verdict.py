@@ -8,9 +8,9 @@ from itertools import compress
 from operator import attrgetter, not_
 from typing import Any
 
+from .active_pods_with_ranks import RankedPod
 from .policy import Policy, ScaleDownPolicy
 from .prediction import ScalePrediction
-from .ranking import RankedPod
 
 RULE_PROTECTED_LAST = "protectedLast"
 RULE_MIN_PROTECTED = "minProtectedReplicas"
