@@ -35,6 +35,7 @@ from .deletion_cost import (
     parse_deletion_cost,
 )
 from .kube import parse_time_ns
+from .ownership import controller_in
 
 PHASE_ORDINAL = {"Pending": 0, "Unknown": 1, "Running": 2}
 UID_BYTES = 40  # UIDs up to this length encode directly; longer ones by their order (below)
@@ -119,7 +120,7 @@ class PodFacts:
         self.restarts, self.sidecar_restarts = _max_restarts(spec, status)
         self.created_ns = parse_time_ns(metadata.get("creationTimestamp"))
         self.labels: Mapping[str, str] = names.get("labels") or {}
-        self.controller = _controller(metadata)
+        self.controller = controller_in(metadata)
         scheduled = 1 if self.node_name else 0
         self.rules_1_to_4 = (((scheduled << 2 | self.phase_ordinal) << 1 | self.ready) << 32
                              | (self.deletion_cost + (1 << 31)))
@@ -287,11 +288,3 @@ def _max_restarts(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[i
         if container.get("name") in sidecar_names:
             sidecar = max(sidecar, int(container.get("restartCount") or 0))
     return regular, sidecar
-
-
-def _controller(metadata: Mapping[str, Any]) -> tuple[str, str, str] | None:
-    """(uid, kind, name) of the owner reference with `controller: true`."""
-    for ref in metadata.get("ownerReferences") or ():
-        if ref.get("controller"):
-            return (ref.get("uid") or "", ref.get("kind") or "", ref.get("name") or "")
-    return None
