@@ -271,7 +271,9 @@ def test_ordered_ready_statefulset_says_what_blocks_the_scale_down():
     pods = [f.pod("db-0", owner=sts), f.pod("db-1", owner=sts, ready=False),
             f.pod("db-3", owner=sts)]  # db-2 is missing
     prediction = predict_scale(Snapshot([sts, *pods]), sts, 3, NOW)
-    assert [p.name for p in prediction.victims] == ["db-3"]
+    assert prediction.victims == []  # db-3 goes only once db-1 is Running and Ready
+    assert [(b.pod.name, b.waiting_on) for b in prediction.blocked] == [("db-3", "db-1")]
+    assert [p.name for p in prediction.order] == ["db-3", "db-1", "db-0"]
     (note,) = prediction.notes
     assert note == ("OrderedReady: nothing is deleted while a pod in the new range is not "
                     "Running and Ready; waiting for db-1, db-2 (missing)")

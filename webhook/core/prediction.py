@@ -3,7 +3,8 @@
 ReplicaSets: pkg/controller/replicaset/replica_set.go (see `replicaset_sync`).
 Deployments: pkg/controller/deployment/sync.go (`scale`, see `deployment_sync`) and
 util/deployment_util.go (see `deployment_util`).
-StatefulSets: pkg/controller/statefulset/stateful_set_control.go.
+StatefulSets: pkg/controller/statefulset/stateful_set_control.go (see
+`stateful_set_control`).
 """
 
 from __future__ import annotations
@@ -43,11 +44,25 @@ from .ownership import (
     owned_pod_facts,
     points_at,
 )
-from .podfacts import PHASE_ORDINAL, PodFacts
+from .podfacts import PodFacts
 from .replicaset_sync import BURST_REPLICAS, Deletion, deletions_of_facts
 from .selectors import compile_workload_selector
+from .stateful_set_control import Wait, condemned_fates, running_and_ready
 
 _STATEFUL_POD_NAME = re.compile(r"^(.*)-([0-9]+)\Z")
+
+
+@dataclass
+class Blocked:
+    """A pod the scale-down removes only after the controller stops waiting (`wait`)."""
+
+    pod: RankedPod
+    wait: Wait
+
+    @property
+    def waiting_on(self) -> str:
+        """The pod the controller waits on."""
+        return self.wait.on
 
 
 @dataclass
@@ -59,8 +74,11 @@ class ScalePrediction:
     name: str
     from_replicas: int
     to_replicas: int
-    victims: list[RankedPod] = field(default_factory=list)
+    victims: list[RankedPod] = field(default_factory=list)  # deleted without waiting
     survivors: list[RankedPod] = field(default_factory=list)
+    # Pods the scale-down deletes only once the controller stops waiting (StatefulSets
+    # under OrderedReady); the end state loses them too, the stalled state keeps them.
+    blocked: list[Blocked] = field(default_factory=list)
     tie_groups: list[TieGroup] = field(default_factory=list)
     order: list[RankedPod] | None = None
     replica_set_targets: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -251,26 +269,34 @@ def _named(objects: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any]
 
 def _predict_statefulset(view: ClusterView, sts: Mapping[str, Any],
                          to_replicas: int) -> ScalePrediction:
+    """Condemned pods go highest ordinal first; under OrderedReady some may wait
+    (`stateful_set_control`): those are `blocked`, not victims."""
     prediction = _empty_prediction(sts, to_replicas)
     start = int((spec_of(sts).get("ordinals") or {}).get("start") or 0)
-    members: dict[int, RankedPod] = {}
+    everyone: dict[int, PodFacts] = {}  # what the controller sees, Failed pods too
     sts_name, identity = name_of(sts), identity_of(sts)
     for facts in pod_facts(view, namespace_of(sts)):
         ordinal = stateful_ordinal(facts.name, sts_name)
-        if ordinal is not None and facts.active and points_at(facts.controller, identity):
-            members[ordinal] = ranked_pod(facts, 0)
+        if ordinal is not None and points_at(facts.controller, identity):
+            everyone[ordinal] = facts
+    members = {o: ranked_pod(facts, 0) for o, facts in everyone.items() if facts.active}
     in_range = range(start, start + to_replicas)
-    descending = sorted(members, reverse=True)
-    # Condemned pods (outside the range, also below a raised ordinals.start) go highest
-    # ordinal first; the order goes on with the pods in range, as smaller scales take them.
-    prediction.victims = [members[o] for o in descending if o not in in_range]
-    prediction.survivors = [members[o] for o in descending if o in in_range]
-    prediction.order = prediction.victims + prediction.survivors
-    prediction.prefix_order = prediction.order
     ordered_ready = (spec_of(sts).get("podManagementPolicy") or "OrderedReady") == "OrderedReady"
-    if ordered_ready and prediction.victims:
-        prediction.notes.extend(_ordered_ready_notes(sts, members, in_range,
-                                                     len(prediction.victims)))
+    gone, waits = condemned_fates(everyone, in_range, sts_name, ordered_ready)
+    descending = sorted(members, reverse=True)
+    # The order goes on with the pods in range, as smaller scales take them.
+    prediction.victims = [members[o] for o in gone if o in members]
+    prediction.blocked = [Blocked(members[o], waits[o]) for o in descending if o in waits]
+    prediction.survivors = [members[o] for o in descending if o in in_range]
+    prediction.order = (prediction.victims + [b.pod for b in prediction.blocked]
+                        + prediction.survivors)
+    prediction.prefix_order = prediction.order
+    condemned = len(prediction.victims) + len(prediction.blocked)
+    if ordered_ready and condemned:
+        prediction.notes.extend(_ordered_ready_notes(sts, members, in_range, condemned))
+        stall = _stall_note(prediction.blocked)
+        if stall:
+            prediction.notes.append(stall)
     return prediction
 
 
@@ -279,7 +305,7 @@ def _ordered_ready_notes(sts: Mapping[str, Any], members: Mapping[int, RankedPod
     """What OrderedReady (podManagementPolicy) does to this scale-down, in words."""
     notes = []
     blocking = [members[o].name for o in in_range
-                if o in members and not _running_and_ready(members[o])]
+                if o in members and not running_and_ready(members[o])]
     missing = [f"{name_of(sts)}-{o}" for o in in_range if o not in members]
     if blocking or missing:
         what = ", ".join(blocking[:5] + [f"{name} (missing)" for name in missing[:5]])
@@ -290,8 +316,15 @@ def _ordered_ready_notes(sts: Mapping[str, Any], members: Mapping[int, RankedPod
     return notes
 
 
-def _running_and_ready(pod: RankedPod) -> bool:
-    return pod.phase_ordinal == PHASE_ORDINAL["Running"] and pod.ready
+def _stall_note(blocked: list[Blocked]) -> str | None:
+    """The stall at a condemned pod, in words (a stall in the new range has its own note)."""
+    if not blocked or blocked[0].wait.in_new_range:
+        return None
+    wait = blocked[0].wait
+    names = ", ".join(b.pod.name for b in blocked[:5])
+    more = f" and {len(blocked) - 5} more" if len(blocked) > 5 else ""
+    return (f"OrderedReady: the scale-down stops at {wait.on} and waits, for as long as that "
+            f"lasts ({wait.reason}); {names}{more} stay until then")
 
 
 def stateful_ordinal(pod_name: str, set_name: str) -> int | None:
