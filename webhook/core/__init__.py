@@ -17,6 +17,7 @@ One concern per module, listed in the order they build on each other:
 - deployment_util.py            port of deployment_util.go
 - rollout.py                    several ReplicaSets shrinking at once, every sync order
 - deployment_sync.py            the Deployment controller's split and the syncs after it
+- stateful_set_control.py       which condemned StatefulSet pods go, and where it waits
 - prediction.py                 the victims of a scale, per workload kind
 - verdict.py, assessment.py, decision.py   judging a prediction against the policy
 - text.py                       long messages split into short lines
