@@ -20,9 +20,10 @@ from collections.abc import Callable
 from tests.support import factories as f
 from webhook.core.cluster import Snapshot
 from webhook.core.decision import decide_scale, preview_scale
+from webhook.core.deployment_util import MAX_REPLICAS_ANNOTATION
 from webhook.core.kube import parse_time_ns
 from webhook.core.policy import default_policy
-from webhook.core.prediction import MAX_REPLICAS_ANNOTATION, predict_scale
+from webhook.core.prediction import predict_scale
 
 from .results import record
 

@@ -9,6 +9,7 @@ import sys
 import pytest
 import yaml
 
+from tests.support import factories as f
 from webhook.cluster.state import EXAMPLE_STATE
 
 NOW = "2026-11-22T12:00:00Z"
@@ -222,3 +223,33 @@ def test_plan_names_another_controller_that_owns_the_cost(tmp_path):
     row = next(line for line in text.splitlines() if line.startswith("llm-serve-7c9d8f6b5-h2w5d"))
     assert row.endswith("(cost written by karpenter)")
     assert "warning: llm-serve-7c9d8f6b5-k4z9s" in text and "written by karpenter" in text
+
+
+def test_a_statefulset_that_stalls_lists_the_blocked_pods(tmp_path):
+    # OrderedReady: kv-2 goes, then the controller waits at kv-1 (not Running and Ready,
+    # and kv-0 below it is the first unavailable pod), so kv-1 and kv-0 are blocked.
+    sts = f.statefulset("kv")
+    pods = [f.pod("kv-0", owner=sts, node_name="hyb-1", ready=False),
+            f.pod("kv-1", owner=sts, node_name="hyb-1", ready=False),
+            f.pod("kv-2", owner=sts, node_name="inf-1")]
+    state = tmp_path / "state.yaml"
+    state.write_text(yaml.safe_dump(f.kube_list(
+        f.node("inf-1", "inference"), f.node("hyb-1", "hybrid"), sts, *pods)))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({"pools": [
+        {"name": "inference", "deletionCost": 1000, "protected": True},
+        {"name": "hybrid", "deletionCost": -100}]}))
+    args = ("--state", str(state), "--policy", str(policy), "--workload", "sts/ml/kv",
+            "--replicas", "0", "--now", NOW)
+    doc = json.loads(plan(*args, "-o", "json").stdout)
+    assert [v["name"] for v in doc["victims"]] == ["kv-2"]
+    assert [(b["name"], b["waitingOn"], b["pool"]) for b in doc["blocked"]] == [
+        ("kv-1", "kv-1", "hybrid"), ("kv-0", "kv-1", "hybrid")]
+    assert doc["blocked"][0]["reason"].startswith("kv-1 is not Running and Ready")
+    assert [(p["name"], p["fate"]) for p in doc["pods"]] == [
+        ("kv-2", "victim"), ("kv-1", "blocked"), ("kv-0", "blocked")]
+    assert doc["allowed"] is False  # the stalled state loses kv-2 while kv-1, kv-0 stay
+    text = plan(*args).stdout
+    assert ("Blocked (deleted only once the controller stops waiting): kv-1 (the controller "
+            "waits here); kv-0 waits on kv-1") in text
+    assert "Verdict: DENIED" in text

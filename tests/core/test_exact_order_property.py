@@ -23,8 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support import factories as f
+from webhook.core.active_pods_with_ranks import RankedPod, compare_pods, log_bucket, ranked_pod
 from webhook.core.kube import format_time_ns
-from webhook.core.ranking import RankedPod, compare_pods, log_bucket, predict_deletions, ranked_pod
+from webhook.core.replicaset_sync import predict_deletions
 
 NOW = 1_800_000_000 * 10**9
 

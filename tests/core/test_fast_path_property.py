@@ -19,7 +19,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.core.ranking import Deletion, predict_deletions
+from webhook.core.replicaset_sync import Deletion, predict_deletions
 
 COST = "controller.kubernetes.io/pod-deletion-cost"
 NOW = 1_800_000_000 * 10**9

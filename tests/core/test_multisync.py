@@ -21,7 +21,7 @@ from webhook.core.cluster import Snapshot
 from webhook.core.kube import parse_time_ns
 from webhook.core.policy import parse_policy
 from webhook.core.prediction import ScalePrediction, predict_scale
-from webhook.core.ranking import predict_deletions
+from webhook.core.replicaset_sync import predict_deletions
 from webhook.core.verdict import protection, worst_case_victims
 
 NOW = parse_time_ns("2026-02-01T00:00:00Z")

@@ -18,10 +18,11 @@ from tests.support import factories as f
 from tests.support.brute import tie_breaks
 from webhook.core.assessment import assess_scale
 from webhook.core.cluster import Snapshot
+from webhook.core.deployment_util import MAX_REPLICAS_ANNOTATION
 from webhook.core.kube import parse_time_ns
 from webhook.core.policy import parse_policy
-from webhook.core.prediction import MAX_REPLICAS_ANNOTATION, predict_scale
-from webhook.core.ranking import predict_deletions
+from webhook.core.prediction import predict_scale
+from webhook.core.replicaset_sync import predict_deletions
 
 NOW = parse_time_ns("2026-02-01T00:00:00Z")
 POLICY = parse_policy({"pools": [{"name": "inference", "deletionCost": 1000, "protected": True},

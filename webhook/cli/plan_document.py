@@ -11,16 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..core.active_pods_with_ranks import RankedPod, deciding_rule
 from ..core.assessment import Assessment
 from ..core.cluster import ClusterView, Snapshot, canonical_kind
 from ..core.decision import preview_scale
 from ..core.kube import controller_ref, name_of, namespace_of, replicas_of
 from ..core.policy import Policy
-from ..core.ranking import RankedPod, deciding_rule
 from ..core.verdict import placement
 from ..errors import InputError
 
-VICTIM, POSSIBLE_VICTIM, SURVIVES = "victim", "possible-victim", "survives"
+VICTIM, POSSIBLE_VICTIM, BLOCKED, SURVIVES = "victim", "possible-victim", "blocked", "survives"
 
 
 class PlanError(InputError):
@@ -107,6 +107,9 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
         "replicas": {"from": prediction.from_replicas, "to": prediction.to_replicas},
         "victims": [victim_entry(p) for p in prediction.victims],
         "possibleVictims": [p.name for p in prediction.possible_victims],
+        # Deleted only once the controller stops waiting on `waitingOn` (StatefulSets).
+        "blocked": [{**victim_entry(b.pod), "waitingOn": b.waiting_on, "reason": b.wait.reason}
+                    for b in prediction.blocked],
         "allowed": verdict.allowed,
         "enforcement": verdict.enforcement,
         "violations": [{"rule": v.rule, "message": v.message} for v in verdict.violations],
@@ -133,14 +136,17 @@ def _pod_entries(view: ClusterView, policy: Policy,
     """Every active pod of the workload with its place and fate; victims numbered in order."""
     prediction = assessment.prediction
     possible = {id(p) for p in prediction.possible_victims}
+    blocked = {id(b.pod) for b in prediction.blocked}
     entries = []
-    for index, pod in enumerate(prediction.victims + prediction.survivors):
+    for index, pod in enumerate([*prediction.victims, *(b.pod for b in prediction.blocked),
+                                 *prediction.survivors]):
         place = placement(policy, view.node, pod)
         is_victim = index < len(prediction.victims)
+        fate = (VICTIM if is_victim else BLOCKED if id(pod) in blocked
+                else POSSIBLE_VICTIM if id(pod) in possible else SURVIVES)
         entry: dict[str, Any] = {
             "name": pod.name, "node": pod.node_name or None, "pool": place.pool,
-            "protected": place.protected,
-            "fate": VICTIM if is_victim else POSSIBLE_VICTIM if id(pod) in possible else SURVIVES,
+            "protected": place.protected, "fate": fate,
             "deletionOrder": index + 1 if is_victim else None,
             # Another controller's field manager when it owns the deletion cost.
             "costWriter": pod.facts.cost_writer or None,
@@ -215,8 +221,10 @@ def render_text(document: Mapping[str, Any]) -> str:
         if sizes["from"] != sizes["to"]:
             lines.append(f"  ReplicaSet {name}: {sizes['from']} -> {sizes['to']}")
     victims = document["victims"]
-    if not victims:
+    if not victims and not document["blocked"]:
         lines.append("No pod is deleted.")
+    elif not victims:
+        lines.append("No pod is deleted before the controller waits.")
     else:
         rows = [("VICTIM", "NODE", "POOL", "COST", "WHY")] + [
             (v["name"], v["node"] or "<none>", (v["pool"] or "<none>")
@@ -227,6 +235,12 @@ def render_text(document: Mapping[str, Any]) -> str:
         lines.append("")
         lines.extend("  ".join(cell.ljust(widths[i]) if i < 4 else cell
                                for i, cell in enumerate(row)).rstrip() for row in rows)
+    if document["blocked"]:
+        lines.append("")
+        lines.append("Blocked (deleted only once the controller stops waiting): " + "; ".join(
+            f"{b['name']} (the controller waits here)" if b["name"] == b["waitingOn"]
+            else f"{b['name']} waits on {b['waitingOn']}" for b in document["blocked"]))
+        lines.append(f"  because {document['blocked'][0]['reason']}")
     if document["possibleVictims"]:
         lines.append("")
         lines.append("Might be deleted instead, depending on orders the controllers choose "

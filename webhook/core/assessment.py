@@ -11,7 +11,7 @@ from typing import Any
 from .cluster import ClusterView
 from .policy import Policy
 from .prediction import ScalePrediction, predict_scale
-from .ranking import BURST_REPLICAS
+from .replicaset_sync import BURST_REPLICAS
 from .verdict import Protection, Verdict, evaluate, protection, worst_case_victims
 
 _NODE_NAME = attrgetter("facts.node_name")

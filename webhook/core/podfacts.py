@@ -1,14 +1,15 @@
 """A pod's facts, read once from its dict, and the integer sort key the ranking uses.
 
-The ReplicaSet comparator (see `ranking`) reads a dozen fields of every pod. Reading
-them from the nested API dict at every sync of every prediction dominated the time of
-a large scale check, so they are read once per pod object into a `PodFacts` (the
-snapshot and the live cache build these when an object arrives; anything else gets
-them built on the fly), and the comparator's rules are encoded into one integer per
-pod so that sorting compares machine-sized integers instead of tuples.
+The ReplicaSet comparator (see `active_pods_with_ranks`) reads a dozen fields of every
+pod. Reading them from the nested API dict at every sync of every prediction would
+dominate the time of a large scale check, so they are read once per pod object into a
+`PodFacts` (the snapshot and the live cache build these when an object arrives;
+anything else gets them built on the fly), and the comparator's rules are encoded
+into one integer per pod so that sorting compares machine-sized integers instead of
+tuples.
 
 Encoding (most significant first); every field has a fixed width so that integer
-order is exactly the tuple order `ranking` documents:
+order is exactly the tuple order `active_pods_with_ranks` documents:
 
   rules 1-4   scheduled (1) | phase (2) | ready (1) | deletion cost + 2**31 (32)
   rule 5      2**32 - 1 - rank (32)
@@ -35,6 +36,7 @@ from .deletion_cost import (
     parse_deletion_cost,
 )
 from .kube import parse_time_ns
+from .ownership import controller_in
 
 PHASE_ORDINAL = {"Pending": 0, "Unknown": 1, "Running": 2}
 UID_BYTES = 40  # UIDs up to this length encode directly; longer ones by their order (below)
@@ -123,7 +125,7 @@ class PodFacts:
         self.restarts, self.sidecar_restarts = _max_restarts(spec, status)
         self.created_ns = parse_time_ns(metadata.get("creationTimestamp"))
         self.labels: Mapping[str, str] = names.get("labels") or {}
-        self.controller = _controller(metadata)
+        self.controller = controller_in(metadata)
         scheduled = 1 if self.node_name else 0
         self.rules_1_to_4 = (((scheduled << 2 | self.phase_ordinal) << 1 | self.ready) << 32
                              | (self.deletion_cost + (1 << 31)))
@@ -167,7 +169,7 @@ class PodFacts:
         return self.rules_1_to_4 << (32 + CLOCK_WITHIN_BITS) | self._clock(now_ns, uid_key)[2]
 
     def comparator_fields(self, now_ns: int) -> tuple[tuple[int, bytes], tuple[int, int, int]]:
-        """What the comparator's rules 6-8 read against `now_ns` (see `ranking._Less`):
+        """What the comparator's rules 6-8 read against `now_ns` (see `sort_keys.Less`):
         (ready head, UID) and (-restarts, -sidecar restarts, creation head), where a head
         is the time's present bit and bucket + 1 (the ready head is 0 when not ready).
         Remembered with the key (`memo`)."""
@@ -291,11 +293,3 @@ def _max_restarts(spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[i
         if container.get("name") in sidecar_names:
             sidecar = max(sidecar, int(container.get("restartCount") or 0))
     return regular, sidecar
-
-
-def _controller(metadata: Mapping[str, Any]) -> tuple[str, str, str] | None:
-    """(uid, kind, name) of the owner reference with `controller: true`."""
-    for ref in metadata.get("ownerReferences") or ():
-        if ref.get("controller"):
-            return (ref.get("uid") or "", ref.get("kind") or "", ref.get("name") or "")
-    return None

@@ -35,7 +35,8 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .ranking import BURST_REPLICAS, RankedPod, TieGroup
+from .active_pods_with_ranks import RankedPod, TieGroup
+from .replicaset_sync import BURST_REPLICAS
 
 
 @dataclass

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import compress
 from operator import attrgetter, not_
 from typing import Any
 
+from .active_pods_with_ranks import RankedPod
 from .policy import Policy, ScaleDownPolicy
 from .prediction import ScalePrediction
-from .ranking import RankedPod
 
 RULE_PROTECTED_LAST = "protectedLast"
 RULE_MIN_PROTECTED = "minProtectedReplicas"
@@ -107,7 +107,11 @@ def protection(policy: Policy, node_lookup: NodeLookup) -> Protection:
 
 def worst_case_victims(prediction: ScalePrediction,
                        is_protected: Callable[[RankedPod], bool]) -> list[RankedPod]:
-    """Predicted victims, with each tie group's share taken from protected pods first."""
+    """Predicted victims, with each tie group's share taken from protected pods first,
+    and the blocked pods that go once the controller stops waiting."""
+    if prediction.blocked:
+        return [*worst_case_victims(replace(prediction, blocked=[]), is_protected),
+                *(b.pod for b in prediction.blocked)]
     if not prediction.tie_groups:
         return list(prediction.victims)
     uncertain = {id(p) for g in prediction.tie_groups for p in g.members}
@@ -129,6 +133,8 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
 
     `protected`: the pool lookup to use (and share with later reads of the prediction).
     """
+    if prediction.blocked:
+        return _evaluate_stalling(policy, prediction, node_lookup, protected)
     rules = policy.scale_down
     verdict = Verdict(allowed=True, enforcement=rules.enforcement,
                       warnings=list(prediction.notes))
@@ -179,6 +185,28 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
         verdict.allowed = rules.enforcement != "enforce"
         if prediction.kind != "StatefulSet":  # deletion cost plays no part there
             _add_cost_hint(verdict, lost_protected, surviving_other, describe)
+    return verdict
+
+
+def _evaluate_stalling(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLookup,
+                       protected: Protection | None) -> Verdict:
+    """Judge a scale-down that can stall: its end state (the blocked pods gone too) and
+    the state it waits in (only the pods deleted without waiting gone), which lasts as
+    long as the pod it waits on stays as it is."""
+    waiting = [b.pod for b in prediction.blocked]
+    end = replace(prediction, victims=[*prediction.victims, *waiting], blocked=[])
+    verdict = evaluate(policy, end, node_lookup, protected)
+    stalled = replace(prediction, survivors=[*waiting, *prediction.survivors], blocked=[],
+                      notes=[])
+    judged = {v.rule for v in verdict.violations}
+    wait = prediction.blocked[0].wait
+    for violation in evaluate(policy, stalled, node_lookup, protected).violations:
+        if violation.rule not in judged:
+            verdict.violations.append(Violation(violation.rule, (
+                f"while the scale-down waits on {wait.on}, it "
+                f"{violation.message}")))
+    if verdict.violations:
+        verdict.allowed = policy.scale_down.enforcement != "enforce"
     return verdict
 
 

@@ -1,0 +1,200 @@
+"""The Deployment controller's syncs for a scale: how the change splits between its
+ReplicaSets, and the syncs that follow the split.
+
+Source: pkg/controller/deployment/sync.go (`scale`, `isScalingEvent`) with the helpers
+of `deployment_util`. The split updates the ReplicaSets, and each update triggers
+another sync of the Deployment, which may move the targets again (`after_saturation`).
+Which pods each ReplicaSet then deletes is `replicaset_sync`; where several shrink at
+once, `rollout` bounds every order of their syncs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .active_pods_with_ranks import RankedPod, TieGroup
+from .deployment_util import (
+    by_creation,
+    find_new_replicaset,
+    is_rolling_update,
+    is_saturated,
+    max_surge,
+    replicaset_proportion,
+)
+from .kube import name_of, replicas_of, spec_of
+from .ownership import owned_pod_facts
+from .podfacts import PodFacts
+from .replicaset_sync import Deletion, deletions_of_facts
+from .rollout import ShrinkingReplicaSet, sync_order_groups
+
+
+def replicaset_targets(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[str, Any]],
+                       to_replicas: int, notes: list[str] | None = None) -> dict[str, int]:
+    """New spec.replicas per ReplicaSet after the Deployment controller's `scale()`."""
+    notes = notes if notes is not None else []
+    scaled = {**deployment, "spec": {**spec_of(deployment), "replicas": to_replicas}}
+    new_rs = find_new_replicaset(scaled, replicasets)
+    old = [rs for rs in replicasets if rs is not new_rs]
+    active = [rs for rs in replicasets if replicas_of(rs, default=0) > 0]
+    if not active:
+        latest = new_rs or (by_creation(old)[-1] if old else None)
+        return {name_of(latest): to_replicas} if latest else {}
+    if len(active) == 1:
+        return {name_of(active[0]): to_replicas}
+    if is_saturated(scaled, new_rs):
+        return {name_of(rs): 0 for rs in old if replicas_of(rs, default=0) > 0}
+    if not is_rolling_update(scaled):
+        notes.append("a Recreate rollout is in progress: the rollout, not this scale, "
+                     "decides which pods go")
+        return {}
+    notes.append(f"a rollout is in progress over {len(active)} ReplicaSets: the change is "
+                 "split between them in proportion to their size")
+    return _proportional_targets(scaled, active)
+
+
+def _proportional_targets(deployment: Mapping[str, Any],
+                          active: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    replicas = replicas_of(deployment)
+    allowed = replicas + max_surge(deployment) if replicas > 0 else 0
+    to_add = allowed - sum(replicas_of(rs, default=0) for rs in active)
+    if to_add > 0:  # larger first; newer first among equals
+        ordered = sorted(by_creation(active, newest_first=True),
+                         key=lambda rs: -replicas_of(rs, default=0))
+    else:  # larger first; older first among equals
+        ordered = sorted(by_creation(active), key=lambda rs: -replicas_of(rs, default=0))
+    sizes: dict[str, int] = {}
+    added = 0
+    for rs in ordered:
+        current = replicas_of(rs, default=0)
+        proportion = replicaset_proportion(rs, deployment, to_add, added) if to_add else 0
+        sizes[name_of(rs)] = current + proportion
+        added += proportion
+    if ordered and to_add:
+        first = name_of(ordered[0])
+        sizes[first] = max(sizes[first] + to_add - added, 0)
+    return sizes
+
+
+def after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[str, Any]],
+                      targets: dict[str, int], to_replicas: int,
+                      all_pods: Sequence[PodFacts], now_ns: int | None,
+                      burst: int, notes: list[str]) -> dict[str, int]:
+    """The Deployment controller's next syncs after a proportional split, until stable.
+
+    The split updates the ReplicaSets, which triggers another sync whose `scale()` looks
+    again:
+    - one ReplicaSet left with pods (FindActiveOrLatest) gets exactly the new count;
+    - a new ReplicaSet left at exactly the new count whose kept pods are all available
+      is saturated (IsSaturated: spec.replicas, desired-replicas and
+      status.availableReplicas equal the Deployment's replicas) once the ReplicaSet
+      controller has removed its victims: every old ReplicaSet goes to 0 (a rollout in
+      progress does the same through reconcileOldReplicaSets).
+    Either way more pods go in the same scale-down.
+    """
+    if len(targets) < 2:  # no proportional split: the first sync was final
+        return targets
+    scaled = {**deployment, "spec": {**spec_of(deployment), "replicas": to_replicas}}
+    new_rs = find_new_replicaset(scaled, replicasets)
+    for _ in range(len(targets)):
+        with_pods = [name for name, size in targets.items() if size > 0]
+        if len(with_pods) == 1 and targets[with_pods[0]] != to_replicas:
+            notes.append(f"ReplicaSet {with_pods[0]} is then the only one with pods: the "
+                         f"Deployment controller sets it to {to_replicas}")
+            targets = {**targets, with_pods[0]: to_replicas}
+        elif _saturated_after(new_rs, targets, to_replicas, all_pods, deployment, now_ns,
+                              burst):
+            assert new_rs is not None
+            notes.append(f"the new ReplicaSet {name_of(new_rs)} is then complete (its "
+                         f"{to_replicas} remaining pods are available): the Deployment "
+                         "controller scales the old ReplicaSets to 0")
+            targets = {name: 0 if name != name_of(new_rs) else size
+                       for name, size in targets.items()}
+        else:
+            break
+    return targets
+
+
+def two_step_group(pods: Sequence[PodFacts], all_pods: Sequence[PodFacts],
+                    first: int, one_step: Deletion, now_ns: int | None,
+                    burst: int) -> list[TieGroup]:
+    """A ReplicaSet the Deployment controller sets to `first`, then to its final target,
+    may sync once (final target, today's ranks) or twice (ranks recounted without the
+    first victims): the pods on which the two outcomes differ are uncertain."""
+    step = deletions_of_facts(pods, all_pods, first, now_ns, burst)
+    gone = {p.name for p in step.victims}
+    rest = deletions_of_facts([p for p in pods if p.name not in gone],
+                              [p for p in all_pods if p.name not in gone],
+                              len(one_step.order) - len(one_step.victims), now_ns, burst)
+    two_steps = gone | {p.name for p in rest.victims}
+    one = {p.name for p in one_step.victims}
+    # The first sync's own ties decide which pods the second one re-ranks, and the
+    # second sync's ties are as unknowable as any (rules 6-8 follow the controller's
+    # clock, which need not agree with ours on a log2 bucket).
+    differ = (one ^ two_steps) | {p.name for g in step.tie_groups + rest.tie_groups
+                                  for p in g.members}
+    tied = {p.name for g in one_step.tie_groups for p in g.members}
+    members = [p for p in one_step.order if p.name in differ and p.name not in tied]
+    removed = sum(1 for p in members if p.name in one)
+    if not removed or removed == len(members):
+        return []
+    return [TieGroup(members=members, removed=removed)]
+
+
+def _saturated_after(new_rs: Mapping[str, Any] | None, targets: Mapping[str, int],
+                     to_replicas: int, all_pods: Sequence[PodFacts],
+                     deployment: Mapping[str, Any], now_ns: int | None, burst: int) -> bool:
+    """The new ReplicaSet saturated once at its target, while old ones still have pods."""
+    if new_rs is None or to_replicas == 0 or targets.get(name_of(new_rs)) != to_replicas:
+        return False
+    if not any(size > 0 for name, size in targets.items() if name != name_of(new_rs)):
+        return False
+    kept = deletions_of_facts(owned_pod_facts(all_pods, new_rs), all_pods, to_replicas,
+                              now_ns, burst)
+    survivors = kept.order[len(kept.victims):]
+    min_ready_ns = int(spec_of(deployment).get("minReadySeconds") or 0) * 1_000_000_000
+    return len(survivors) == to_replicas and all(
+        _available(pod, min_ready_ns, now_ns) for pod in survivors)
+
+
+def _available(pod: RankedPod, min_ready_ns: int, now_ns: int | None) -> bool:
+    """IsPodAvailable: ready, and for at least minReadySeconds."""
+    if not pod.ready:
+        return False
+    if min_ready_ns == 0:
+        return True
+    return (now_ns is not None and pod.ready_time_ns is not None
+            and now_ns - pod.ready_time_ns >= min_ready_ns)
+
+
+def not_yet_tied(groups: list[TieGroup], tied: list[TieGroup],
+                  victims: list[RankedPod]) -> list[TieGroup]:
+    """`groups` without the pods already in a group of `tied` (one group per pod)."""
+    seen = {id(p) for g in tied for p in g.members}
+    victim_ids = {id(p) for p in victims}
+    kept = []
+    for group in groups:
+        members = [p for p in group.members if id(p) not in seen]
+        removed = sum(1 for p in members if id(p) in victim_ids)
+        if 0 < removed < len(members):
+            kept.append(TieGroup(members=members, removed=removed))
+    return kept
+
+
+def tie_groups_over_sync_orders(deletions: Mapping[str, Deletion],
+                                 all_pods: Sequence[Mapping[str, Any]],
+                                 burst: int) -> list[TieGroup]:
+    """The uncertain pods of each ReplicaSet, over every order their syncs can take.
+
+    With one ReplicaSet deleting, no sibling deletion can change a rank and the tie
+    groups of its own prediction say it all; with several, see `rollout`.
+    """
+    deleting = [name for name, d in deletions.items() if d.victims]
+    if len(deleting) < 2:
+        return [group for d in deletions.values() for group in d.tie_groups]
+    groups = sync_order_groups(
+        [ShrinkingReplicaSet(name, deletions[name].order, len(deletions[name].victims),
+                             deletions[name].victims) for name in deleting],
+        Counter(facts.node_name for facts in all_pods if facts.active), burst)
+    return [group for group in groups.values() if group is not None]
