@@ -1,4 +1,4 @@
-"""The fast victim prediction agrees with a straightforward reading of the ReplicaSet controller (`controller_utils.go`).
+"""The fast victim prediction agrees with a plain reading of `ActivePodsWithRanks`.
 
 `predict_deletions` works on integer keys, a heap and lazy re-ranking. The reference
 below does what the design text says, literally: at every sync, rank every active pod
@@ -26,7 +26,7 @@ NOW = 1_800_000_000 * 10**9
 PHASE_ORDER = {"Pending": 0, "Unknown": 1, "Running": 2}
 INT32 = (-(2**31), 2**31 - 1)
 
-# --- the reference, from `ActivePodsWithRanks.Less`----------------------------------------
+# --- the reference, from `ActivePodsWithRanks.Less` ----------------------------------------
 
 
 def active(pod: dict[str, Any]) -> bool:
