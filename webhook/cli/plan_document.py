@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,8 +40,30 @@ def find_workload(view: ClusterView, workload_ref: str) -> Mapping[str, Any]:
     kind, namespace, name = parse_workload_ref(workload_ref)
     workload = view.workload(kind, namespace, name)
     if workload is None:
-        raise PlanError(f"{kind} {namespace}/{name}: not found in {_describe(view)}")
+        raise PlanError(f"{kind} {namespace}/{name}: not found in {_describe(view)}"
+                        f"{_others(view, kind, namespace, name)}")
     return workload
+
+
+def _others(view: ClusterView, kind: str, namespace: str, name: str) -> str:
+    """What the user may have meant: near names, else the kind's workloads there."""
+    workloads = getattr(view, "workloads", None)
+    if workloads is None:
+        return ""
+    every = workloads()
+    here = sorted(name_of(w) for w in every
+                  if w.get("kind") == kind and namespace_of(w) == namespace)
+    close = difflib.get_close_matches(name, here, n=3, cutoff=0.6)
+    if close:
+        return "; did you mean " + " or ".join(close) + "?"
+    if here:
+        shown = ", ".join(here[:10]) + (f" and {len(here) - 10} more" if len(here) > 10 else "")
+        return f"; the {kind}s in namespace {namespace}: {shown}"
+    elsewhere = sorted({f"{w.get('kind')} {namespace_of(w)}/{name}" for w in every
+                        if name_of(w) == name})
+    if elsewhere:
+        return f"; no {kind} in namespace {namespace}, but there is " + ", ".join(elsewhere)
+    return f"; no {kind} in namespace {namespace}" if every else ""
 
 
 def _describe(view: ClusterView) -> str:
