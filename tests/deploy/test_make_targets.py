@@ -127,3 +127,45 @@ def test_the_control_plane_build_says_what_it_builds(tmp_path: Path) -> None:
     assert any("[2/2] etcd" in line for line in lines)
     again = run(REPO / "tests" / "e2e" / "build.sh", env=env)
     assert "up to date" in again.stdout
+
+
+def ci_copy(tmp_path: Path, make_test_fails: bool = False) -> tuple[Path, dict[str, str]]:
+    """.ci/run in a scratch tree whose `make` and control plane build only log their calls."""
+    root = tmp_path / "repo"
+    (root / ".ci").mkdir(parents=True)
+    (root / "tests" / "e2e").mkdir(parents=True)
+    shutil.copy(REPO / ".ci" / "run", root / ".ci" / "run")
+    build = root / "tests" / "e2e" / "build.sh"
+    build.write_text("#!/bin/bash\necho 'e2e: control plane binaries up to date'\n")
+    fakes = tmp_path / "fakebin"
+    fakes.mkdir()
+    make = fakes / "make"
+    fail = 'if [ "$1" = test ]; then exit 7; fi\n' if make_test_fails else ""
+    make.write_text(f'#!/bin/bash\necho "make $* E2E_STATES=$E2E_STATES" >> {tmp_path}/calls\n'
+                    f"{fail}exit 0\n")
+    for script in (build, make):
+        script.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}"}
+    env.pop("E2E_STATES", None)
+    return root / ".ci" / "run", env
+
+
+PHASES = re.compile(r"^ci: phases: make test \dm\d\ds; control plane build \(wait after make "
+                    r"test\) \dm\d\ds; make e2e \(E2E_STATES=60\) \dm\d\ds; total \dm\d\ds$")
+
+
+def test_ci_runs_fewer_differential_states_and_prints_the_phase_times(tmp_path: Path) -> None:
+    script, env = ci_copy(tmp_path)
+    result = run(script, env=env)
+    assert result.returncode == 0, result.stderr
+    assert PHASES.match(result.stdout.splitlines()[-1]), result.stdout
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        "make test E2E_STATES=60", "make e2e E2E_STATES=60"]
+
+
+def test_ci_prints_the_phase_times_when_a_phase_fails(tmp_path: Path) -> None:
+    script, env = ci_copy(tmp_path, make_test_fails=True)
+    result = run(script, env=env)
+    assert result.returncode == 7
+    assert re.match(r"^ci: phases: make test \dm\d\ds; total \dm\d\ds$",
+                    result.stdout.splitlines()[-1]), result.stdout
