@@ -11,7 +11,7 @@ from ..core.cluster import ClusterView, Snapshot, canonical_kind
 from ..core.decision import preview_scale
 from ..core.kube import controller_ref, name_of, namespace_of, replicas_of
 from ..core.policy import Policy
-from ..core.ranking import RankedPod, deciding_rule
+from ..core.ranking import RankedPod, TieGroup, deciding_rule
 from ..core.verdict import placement
 from ..errors import InputError
 
@@ -130,7 +130,8 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
         "notCheckedBecause": out_of_scope,
         # Only the webhook sees who scales: these users' requests are never checked.
         "exemptUsers": list(policy.scale_down.exempt_users),
-        "pods": _pod_entries(view, policy, assessment),
+        "pods": _pod_entries(view, policy, assessment,
+                             {p.name: victim_entry(p)["reason"] for p in prediction.victims}),
     }
     if prediction.order is not None:
         document["order"] = [p.name for p in prediction.order]
@@ -142,11 +143,13 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
     return document
 
 
-def _pod_entries(view: ClusterView, policy: Policy,
-                 assessment: Assessment) -> list[dict[str, Any]]:
-    """Every active pod of the workload with its place and fate; victims numbered in order."""
+def _pod_entries(view: ClusterView, policy: Policy, assessment: Assessment,
+                 victim_reasons: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Every active pod of the workload with its place, cost and fate, and why: victims
+    numbered in order."""
     prediction = assessment.prediction
     possible = {id(p) for p in prediction.possible_victims}
+    why_possible = _why_possible(prediction.tie_groups, prediction.victims)
     entries = []
     for index, pod in enumerate(prediction.victims + prediction.survivors):
         place = placement(policy, view.node, pod)
@@ -156,11 +159,34 @@ def _pod_entries(view: ClusterView, policy: Policy,
             "protected": place.protected,
             "fate": VICTIM if is_victim else POSSIBLE_VICTIM if id(pod) in possible else SURVIVES,
             "deletionOrder": index + 1 if is_victim else None,
+            "deletionCost": pod.deletion_cost,
+            "reason": (victim_reasons.get(pod.name) if is_victim
+                       else why_possible.get(id(pod)) if id(pod) in possible else None),
         }
         if pod.replica_set:
             entry["replicaSet"] = pod.replica_set
         entries.append(entry)
     return entries
+
+
+def _why_possible(tie_groups: list[TieGroup], victims: list[RankedPod]) -> dict[int, str]:
+    """For each possible victim (by id), why it might go instead of a predicted victim."""
+    victim_ids = {id(p) for p in victims}
+    reasons: dict[int, str] = {}
+    for group in tie_groups:
+        tied = [p.name for p in group.members if id(p) in victim_ids]
+        for pod in group.members:
+            if id(pod) in victim_ids or id(pod) in reasons:
+                continue
+            if tied:
+                reasons[id(pod)] = (
+                    f"tied with {', '.join(tied)} on rules 1-5: {group.removed} of these "
+                    f"{len(group.members)} are deleted; age, restarts and the controller's "
+                    "order decide which")
+            else:
+                reasons[id(pod)] = ("goes instead of a predicted victim if the ReplicaSets "
+                                    "are synced in another order")
+    return reasons
 
 
 def audit_workloads(view: Snapshot, policy: Policy, delta: int | None, replicas: int | None,
