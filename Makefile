@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install poolguard with its test tools
 
-test: $(STAMP) test-tools ## run lint and the whole test suite (builds helm and promtool first)
+test: $(STAMP) test-tools ## run lint and the whole test suite (gets helm and promtool first)
 	$(PY) -m ruff check webhook certs tests bench
 	$(PY) -m pytest
 
