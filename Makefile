@@ -5,6 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8443
+HOST ?= 127.0.0.1
 CERT_DIR ?= .certs
 NAMESPACE ?= poolguard
 SERVICE ?= poolguard-webhook
@@ -15,7 +16,10 @@ include mk/chart.mk
 .PHONY: help install test lint e2e e2e-down bench run bench-core bench-server bench-reconciler bench-cache soak hey
 
 help: ## list the targets
-	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' \
+		'{name[NR] = $$1; text[NR] = $$2; if (length($$1) > width) width = length($$1)} \
+		END {format = "  make %-" width "s  %s\n"; for (i = 1; i <= NR; i++) \
+		printf format, name[i], text[i]}'
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +29,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install poolguard with its test tools
 
-test: $(STAMP) test-tools ## run lint and the whole test suite (builds helm and promtool first)
+test: $(STAMP) test-tools ## run lint and the whole test suite (gets helm and promtool first)
 	$(PY) -m ruff check webhook certs tests bench
 	$(PY) -m pytest
 
@@ -44,7 +48,7 @@ bench-core: $(STAMP) ## core: predict + judge 1k-100k pods, today's core against
 bench-cache: $(STAMP) ## live cache: memory and GC pause per 10,000 realistic pods, old vs new
 	$(PY) -m bench.bench_cache
 
-bench-server: $(STAMP) hey
+bench-server: $(STAMP) hey ## the HTTPS server: admission latency and throughput under load (hey)
 	$(PY) -m bench.bench_server
 
 soak: $(STAMP) hey ## mixed load stepped up to saturation, then a killed worker and cert rotations
@@ -61,7 +65,8 @@ bench-scalecheck: $(STAMP) ## scale checks of a 10,000-pod Deployment through HT
 .PHONY: chromium
 test: chromium
 chromium:
-	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends chromium) \
 		|| echo "chromium could not be installed: the plan page test will be skipped"
 
 # docs/plan-page.png: the plan page of the bundled example in headless Chromium. The sha256
@@ -82,9 +87,11 @@ plan-page: $(STAMP) chromium ## regenerate docs/plan-page.png from the bundled e
 hey:
 	@command -v hey >/dev/null || (apt-get update -qq && apt-get install -y -qq hey)
 
-run: $(STAMP) $(CERT_DIR)/tls.crt ## serve the webhook on https://localhost:8443 (PORT=...) from the bundled example
+# localhost only: the example state is not for the network (HOST=0.0.0.0 to open it).
+run: $(STAMP) $(CERT_DIR)/tls.crt ## serve the webhook on https://localhost:8443 (PORT=..., HOST=...) from the bundled example
 	$(PY) -m webhook serve --state examples/cluster-state.yaml --policy examples/policy.yaml \
-		--cert $(CERT_DIR)/tls.crt --key $(CERT_DIR)/tls.key --port $(PORT) --access-log
+		--cert $(CERT_DIR)/tls.crt --key $(CERT_DIR)/tls.key --host $(HOST) --port $(PORT) \
+		--access-log
 
 bench-reconciler: $(STAMP) ## reconciler: API writes and pass times over 1,000 pods (fake API server)
 	$(PY) -m bench.bench_reconciler

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from webhook.cli.argtypes import OneLineErrors, add_version_flags, number
+from webhook.cli.argtypes import OneLineErrors, add_version_flags, number, run_writing_stdout
 from webhook.errors import InputError
 
 from . import pki
@@ -467,6 +467,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    return run_writing_stdout(lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return args.run(args)
     except InputError as err:  # CertsError, PKIError: one `error:` line, exit code 2

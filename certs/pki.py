@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from webhook.cli.tlsfiles import pem_hint
 from webhook.errors import InputError
 
 KEY_TYPES = ("ecdsa", "rsa")
@@ -77,8 +78,11 @@ def private_key_pem(key: PrivateKey) -> bytes:
 def load_private_key(key_pem: bytes) -> PrivateKey:
     try:
         key = serialization.load_pem_private_key(key_pem, password=None)
-    except (ValueError, TypeError) as err:
-        raise PKIError(f"not a usable unencrypted PEM private key ({err})") from None
+    except TypeError:  # cryptography: a password is needed
+        raise PKIError("not a usable private key: it is encrypted; poolguard needs an "
+                       "unencrypted PEM key") from None
+    except ValueError:
+        raise PKIError(f"not a PEM private key{pem_hint(key_pem, 'PRIVATE KEY')}") from None
     if not isinstance(key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
         raise PKIError(f"unsupported private key type {type(key).__name__}; "
                        "use ECDSA or RSA")
@@ -89,16 +93,16 @@ def load_certificate(cert_pem: bytes) -> x509.Certificate:
     """The first certificate of a PEM file."""
     try:
         return x509.load_pem_x509_certificate(cert_pem)
-    except ValueError as err:
-        raise PKIError(f"not a PEM certificate ({err})") from None
+    except ValueError:
+        raise PKIError(f"not a PEM certificate{pem_hint(cert_pem, 'CERTIFICATE')}") from None
 
 
 def load_certificates(pem: bytes) -> list[x509.Certificate]:
     """Every certificate of a PEM bundle (at least one)."""
     try:
         certs = x509.load_pem_x509_certificates(pem)
-    except ValueError as err:
-        raise PKIError(f"not a PEM certificate bundle ({err})") from None
+    except ValueError:
+        raise PKIError(f"not a PEM certificate{pem_hint(pem, 'CERTIFICATE')}") from None
     return certs
 
 

@@ -27,20 +27,21 @@ from webhook.cluster.kubeclient import (
     api_client_from,
     describe_error,
     request_json,
+    server_of,
 )
 from webhook.errors import ApiError, NotFoundError
 
 from . import pki
 from .errors import CertsError
 
-EXIT_API = 1
+EXIT_API = 2  # as every other command that talks to the API server
 WEBHOOK_CONFIGURATIONS = ("mutatingwebhookconfigurations", "validatingwebhookconfigurations")
 MANAGED_BY = {"app.kubernetes.io/name": "poolguard", "app.kubernetes.io/component": "webhook",
               "app.kubernetes.io/managed-by": "poolguard-certs"}
 
 
 class SyncError(Exception):
-    """The cluster refused or could not be reached: one `error:` line, exit code 1."""
+    """The cluster refused or could not be reached: one `error:` line, exit code 2."""
 
 
 def add_sync_parser(commands: argparse._SubParsersAction,
@@ -52,8 +53,8 @@ def add_sync_parser(commands: argparse._SubParsersAction,
         "SECRET (made, or renewed past two thirds of its life, for missing names, or a "
         "wrong CA), and with --webhook-configuration the CA in every webhook's caBundle. "
         "Writes only what changed. The Helm chart runs it in hook Jobs. Exit code 0 when "
-        "done, 1 when the API server refused or was unreachable, 2 for bad arguments or an "
-        "unusable kubeconfig.")
+        "done, 2 with one error: line for bad arguments, an unusable kubeconfig, or an API "
+        "server that refused or could not be reached.")
     parser.add_argument("--namespace", required=True, metavar="NS",
                         help="namespace of the Service and the Secrets")
     parser.add_argument("--service", required=True, metavar="NAME",
@@ -138,7 +139,8 @@ def _call(api: Any, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
     except ApiError:
         raise
     except Exception as err:  # connection errors: urllib3 raises several unrelated types
-        raise SyncError(f"{method} {path}: {describe_error(err)}") from None
+        raise SyncError(f"cannot reach the API server at {server_of(api)} ({method} {path}): "
+                        f"{describe_error(err)}") from None
 
 
 def _data(secret: dict[str, Any] | None, key: str) -> bytes | None:

@@ -20,6 +20,8 @@ $(HELM): | $(HELM_GOMOD)/go.mod
 	@command -v $(GO) >/dev/null || { echo "error: Go is not installed; helm $(HELM_VERSION)" \
 		"is built from the Go module proxy (install Go 1.26+)" >&2; exit 2; }
 	@mkdir -p $(dir $(HELM))
+	@echo "helm: building helm $(HELM_VERSION) from the Go module proxy into $(dir $(HELM))" \
+		"(once; about 10 minutes on 2 cores with an empty Go cache)"
 	cd $(HELM_GOMOD) && CGO_ENABLED=0 nice -n 10 $(GO) build -trimpath -ldflags "-s -w \
 		-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
 		-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 \
@@ -28,35 +30,71 @@ $(HELM): | $(HELM_GOMOD)/go.mod
 		-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_K8S_MINOR)" \
 		-o $(HELM).tmp helm.sh/helm/v3/cmd/helm
 	mv $(HELM).tmp $(HELM)
+	@echo "helm: built $(HELM)"
 
 helm: $(HELM) ## build helm from the Go module proxy into ~/.cache/poolguard-e2e (once)
 
-# `make test` builds helm and promtool first when Go is there; without Go their tests skip,
-# loudly.
+# `make test` gets promtool (Debian's, else built) and builds helm first when Go is there;
+# without them their tests skip, loudly.
 test-tools:
-	@if command -v $(GO) >/dev/null; then $(MAKE) --no-print-directory $(HELM) $(PROMTOOL); \
-	else echo "WARNING: Go is not installed: helm and promtool cannot be built, the chart" \
-		"and alert-rule tests will SKIP" >&2; fi
+	@test -x $(PROMTOOL) || $(MAKE) --no-print-directory promtool-debian || \
+	if command -v $(GO) >/dev/null; then echo "promtool: building it from Go instead"; \
+		$(MAKE) --no-print-directory $(PROMTOOL); \
+	else echo "WARNING: neither Debian's promtool nor Go: the alert-rule tests will SKIP" >&2; fi
+	@if command -v $(GO) >/dev/null; then $(MAKE) --no-print-directory $(HELM); \
+	else echo "WARNING: Go is not installed: helm cannot be built, the chart tests will" \
+		"SKIP" >&2; fi
 
 chart-lint: $(HELM) ## helm lint charts/poolguard
 	$(HELM) lint --strict charts/poolguard
 
-# promtool checks the alert rules (PromQL syntax, and `promtool test rules` unit tests),
-# built the same way from tests/deploy/gomod/promtool. remove_all_sd leaves out the service
+# promtool checks the alert rules (PromQL syntax, and `promtool test rules` unit tests).
+# Where apt is there (Debian, Ubuntu), it is taken from the distribution's prometheus
+# package: only the promtool binary is extracted (no server, no service, no dependencies),
+# in seconds, and kept only when it checks and tests our rule files. Elsewhere it is
+# built the same way as helm from tests/deploy/gomod/promtool. remove_all_sd leaves out the service
 # discovery plugins: promtool's rule commands do not use them, and one of them (nomad)
 # pins a version the module proxy does not serve.
 PROMTOOL_GOMOD := tests/deploy/gomod/promtool
 PROMTOOL_VERSION := $(shell sed -n 's#^require github.com/prometheus/prometheus ##p' $(PROMTOOL_GOMOD)/go.mod)
 PROMTOOL := $(HELM_CACHE)/promtool-$(PROMTOOL_VERSION)/promtool
 
-.PHONY: promtool
+PROMTOOL_DEBIAN := $(HELM_CACHE)/promtool-debian/promtool
+RULE_FILES_CHECK = $(1) check rules charts/poolguard/files/prometheus-rules.yaml >/dev/null \
+	&& $(1) test rules tests/deploy/prometheus-rules-test.yaml >/dev/null
+
+.PHONY: promtool promtool-debian
 
 $(PROMTOOL): | $(PROMTOOL_GOMOD)/go.mod
 	@command -v $(GO) >/dev/null || { echo "error: Go is not installed; promtool is built" \
 		"from the Go module proxy (install Go 1.26+)" >&2; exit 2; }
 	@mkdir -p $(dir $(PROMTOOL))
+	@echo "promtool: building promtool $(PROMTOOL_VERSION) from the Go module proxy into" \
+		"$(dir $(PROMTOOL)) (once; about 10 minutes on 2 cores with an empty Go cache)"
 	cd $(PROMTOOL_GOMOD) && CGO_ENABLED=0 nice -n 10 $(GO) build -tags remove_all_sd -trimpath \
 		-ldflags "-s -w" -o $(PROMTOOL).tmp github.com/prometheus/prometheus/cmd/promtool
 	mv $(PROMTOOL).tmp $(PROMTOOL)
+	@echo "promtool: built $(PROMTOOL)"
 
-promtool: $(PROMTOOL) ## build promtool from the Go module proxy into ~/.cache/poolguard-e2e (once)
+$(PROMTOOL_DEBIAN):
+	@command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || { echo "promtool:" \
+		"apt-get and dpkg-deb are not available" >&2; exit 1; }
+	@echo "promtool: taking promtool from Debian's prometheus package (a 20 MB download)"
+	@mkdir -p $(dir $@)
+	@# apt-get download writes as the _apt user when it can: let it into the directory.
+	set -o pipefail; work=$$(mktemp -d) && chmod 777 $$work && trap 'rm -rf $$work' EXIT && \
+		{ (cd $$work && apt-get download -qq prometheus) || { apt-get update -qq && \
+		(cd $$work && apt-get download -qq prometheus); }; } && \
+		dpkg-deb --fsys-tarfile $$work/prometheus_*.deb | tar -xO ./usr/bin/promtool > $@.tmp
+	chmod 755 $@.tmp
+	@$(call RULE_FILES_CHECK,$@.tmp) || { echo "promtool: $$($@.tmp --version 2>&1 | head -1)" \
+		"cannot check or test our rule files" >&2; rm -f $@.tmp; exit 1; }
+	mv $@.tmp $@
+	@echo "promtool: $$($@ --version 2>&1 | head -1) in $@"
+
+promtool-debian: $(PROMTOOL_DEBIAN)
+
+# Debian's when it is there or can be had, else the Go build.
+promtool: ## promtool for the alert-rule tests: Debian's when apt has it, else built from Go (once)
+	@test -x $(PROMTOOL) || $(MAKE) --no-print-directory promtool-debian || \
+		$(MAKE) --no-print-directory $(PROMTOOL)

@@ -51,10 +51,10 @@ deploy: kube-context manifests ## kubectl apply build/poolguard.yaml and the TLS
 kube-context:
 	@$(KUBECTL) config current-context >/dev/null 2>&1 || { echo "error: kubectl has no" \
 		"current context ('$(KUBECTL) config current-context' failed); pick one with" \
-		"'$(KUBECTL) config use-context NAME' or set KUBECONFIG, then run make deploy again;" \
-		"nothing was applied" >&2; exit 2; }
+		"'$(KUBECTL) config use-context NAME' or set KUBECONFIG, then run make again;" \
+		"nothing was applied or removed" >&2; exit 2; }
 
-undeploy: ## remove poolguard from the current context (webhook configurations first)
+undeploy: kube-context ## remove poolguard from the current context (webhook configurations first)
 	@echo "note: the deletion costs poolguard set stay on the pods (harmless: they only order"
 	@echo "      scale-downs). To strip them, first remove the webhook configurations, scale the"
 	@echo "      reconciler to 0 and run: $(PY) -m webhook reconcile --cleanup"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 import os
+import socket
 import ssl
 from pathlib import Path
 
@@ -318,6 +320,30 @@ def test_inject_errors(tmp_path: Path, created: Path) -> None:
                                     tmp_path / "absent.yaml"), "absent.yaml")
     assert_one_line_error(certs_cli("inject", "--ca-file", created / "ca.crt", stdin="a: [b"),
                           "not valid YAML")
+
+
+def test_inject_with_a_file_that_is_no_certificate_says_what_it_holds(created: Path) -> None:
+    readme = certs_cli("inject", "--ca-file", "README.md", stdin=WEBHOOK_DOCS)
+    assert_one_line_error(readme, "--ca-file README.md: not a PEM certificate (no -----BEGIN")
+    assert "cryptography.io" not in readme.stderr
+    key = certs_cli("inject", "--ca-file", created / "tls.key", stdin=WEBHOOK_DOCS)
+    assert_one_line_error(key, "not a PEM certificate (it holds a private key)")
+
+
+def test_sync_against_an_unreachable_api_server_exits_2(tmp_path: Path) -> None:
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "c", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "c"}}]}))
+    result = certs_cli("sync", "--namespace", NAMESPACE, "--service", "s", "--secret", "t",
+                       "--kubeconfig", kubeconfig)
+    assert_one_line_error(result, f"cannot reach the API server at http://127.0.0.1:{port}")
+    assert "Traceback" not in result.stderr
 
 
 def test_help_texts_name_every_command_and_flag() -> None:

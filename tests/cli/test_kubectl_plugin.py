@@ -99,6 +99,47 @@ def test_namespace_flag_type_name_form_and_json(cluster: tuple[FakeKubeAPI, Path
     assert "Deployment elsewhere/llm-serve: not found" in wrong.stderr
 
 
+def test_several_workloads_and_a_replica_delta_match_plan(
+        cluster: tuple[FakeKubeAPI, Path]) -> None:
+    api, kubeconfig = cluster
+    put_policy(api, (REPO / "examples" / "policy.yaml").read_text())
+    policy = ["--policy", str(REPO / "examples" / "policy.yaml")]
+    expected = plan_from_state("--workload", "deploy/ml/llm-serve", "--workload",
+                               "deploy/ml/embedder", "--replicas-delta", "-1", *NOW, *policy)
+    assert expected.returncode == 0, expected.stderr
+    for words in (["deploy/llm-serve", "deploy/embedder"], ["deploy", "llm-serve", "embedder"]):
+        result = plugin(kubeconfig, "plan", *words, "--replicas-delta", "-1", *NOW)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == expected.stdout
+    assert expected.stdout.startswith("Deployment ml/llm-serve: 6 -> 5 replicas")
+    assert "\n\nDeployment ml/embedder: " in expected.stdout
+    both = plugin(kubeconfig, "plan", "deploy/llm-serve", "deploy/embedder", "--replicas", "1",
+                  "-o", "json", *NOW)
+    assert [d["workload"]["name"] for d in json.loads(both.stdout)] == ["llm-serve", "embedder"]
+
+
+def test_version_is_the_plugins() -> None:
+    from webhook import __version__
+
+    result = subprocess.run([str(PLUGIN), "--version"], capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"kubectl poolguard {__version__}"
+
+
+def test_without_a_kubeconfig_one_line_says_so(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    env["HOME"] = str(tmp_path)
+    result = subprocess.run([str(PLUGIN), "plan", "deploy/llm-serve", "--replicas", "3", "-n",
+                             "ml"], capture_output=True, text=True, env=env, timeout=60,
+                            check=False)
+    assert result.returncode == 2
+    line, = result.stderr.strip().splitlines()
+    assert line.startswith("error: no kubeconfig found") and "--kubeconfig FILE" in line, line
+    assert "Traceback" not in result.stderr
+
+
 def test_the_installed_policy_is_the_one_judged(cluster: tuple[FakeKubeAPI, Path]) -> None:
     api, kubeconfig = cluster
     policy = (REPO / "examples" / "policy.yaml").read_text()
@@ -135,6 +176,8 @@ def test_the_installed_policy_is_the_one_judged(cluster: tuple[FakeKubeAPI, Path
     (["plan", "deploy/x", "--replicas", "1", "--context", "nope"],
      "--context nope: no such context"),
     (["plan", "deploy/x"], "--replicas"),
+    (["plan", "deploy/x", "--replicas", "1", "--replicas-delta", "-1"], "not allowed with"),
+    (["plan", "deploy/x", "llm-serve", "--replicas", "1"], "give each as TYPE/NAME"),
 ])
 def test_usage_errors_exit_2_with_one_line(cluster: tuple[FakeKubeAPI, Path], args: list[str],
                                            message: str) -> None:

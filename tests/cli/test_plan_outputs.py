@@ -198,3 +198,57 @@ def test_html_page_shows_the_replicaset_split_of_a_rollout(tmp_path):
 
 def test_docs_keep_a_screenshot_of_the_page():
     assert DOCS_SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def chips(html: str) -> dict[str, str]:
+    """Each pod's chip (its inner HTML) by pod name."""
+    return dict(re.findall(r'<span class="pod [a-z-]+" data-pod="([^"]+)"[^>]*>(.*?)</span>'
+                           r'(?=\s*(?:<span class="pod |</div>|</section>))', html, re.S))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+def test_html_page_says_each_pods_cost_and_why(tmp_path):
+    page = html_page(tmp_path, "deploy/ml/llm-serve", 3)
+    html = chromium(f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+                    page.as_uri()).stdout
+    by_pod = chips(html)
+    assert set(by_pod) == {p["name"] for p in json.loads(example(
+        "--workload", "deploy/ml/llm-serve", "--replicas", "3", "-o", "json").stdout)["pods"]}
+    assert '<span class="cost">cost -100</span>' in by_pod["llm-serve-7c9d8f6b5-h2w5d"]
+    assert '<span class="reason">deletion cost -100 &lt; 1000</span>' in by_pod[
+        "llm-serve-7c9d8f6b5-h2w5d"]
+    # a possible victim says why it is possible: the victim it is tied with
+    assert re.search(r'<span class="reason">tied with llm-serve-7c9d8f6b5-x7k2p on rules 1-5: '
+                     r"1 of these 2 are deleted", by_pod["llm-serve-7c9d8f6b5-b9q4m"])
+    assert '<span class="cost">cost 2000</span>' in by_pod["llm-serve-7c9d8f6b5-k4z9s"]
+    assert "reason" not in by_pod["llm-serve-7c9d8f6b5-k4z9s"]  # a survivor needs no why
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+def test_html_page_numbers_deletions_within_each_replicaset(tmp_path):
+    page = html_page(tmp_path, "deploy/ml/embedder", 2)
+    html = chromium(f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+                    page.as_uri()).stdout
+    numbers = dict(re.findall(r'data-pod="([^"]+)"[^>]*><span class="order">(\d+)</span>',
+                              html))
+    assert numbers == {"embedder-5f6c7d8e9-p2x2q": "1", "embedder-5f6c7d8e9-p1x1q": "2",
+                       "embedder-5f6c7d8e9-p0x0q": "3", "embedder-6a7b8c9d0-p2x2q": "1"}
+    assert "numbered in deletion order within its ReplicaSet" in html
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+def test_html_page_draws_unscheduled_pods_apart_from_the_pools(tmp_path):
+    page = html_page(tmp_path, "rs/ml/gpu-probe", 1)
+    profile = f"--user-data-dir={tmp_path / 'profile'}"
+    html = chromium(profile, "--dump-dom", page.as_uri()).stdout
+    pools = re.findall(r'<section class="pool[^"]*" data-pool="([^"]+)">(.*?)</section>', html,
+                       re.S)
+    assert [name for name, _ in pools] == ["inference", "hybrid"]
+    assert all("gpu-probe-2abcd" not in body for _, body in pools)
+    apart = re.search(r'<section class="unscheduled" id="unscheduled">(.*?)</section>', html,
+                      re.S)
+    assert apart is not None and 'data-pod="gpu-probe-2abcd"' in apart.group(1)
+    assert "not scheduled" in chips(html)["gpu-probe-2abcd"]
+    shot = tmp_path / "plan.png"
+    result = chromium(profile, f"--screenshot={shot}", "--window-size=1200,700", page.as_uri())
+    assert result.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

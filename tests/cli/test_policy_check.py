@@ -29,7 +29,9 @@ def test_the_example_policy_is_explained_in_plain_words() -> None:
     assert "  hybrid     nodes with node.usage=hybrid: pods get deletion cost -100" in lines
     assert ("the lowest cost goes first: hybrid pods (-100), then pods on other nodes (0), "
             "then inference pods (1000).") in text
-    assert "Governed namespaces: all namespaces (the selector is empty)." in lines
+    assert ("Governed namespaces: all namespaces (the selector is empty), except kube-system "
+            "and poolguard's own namespace (poolguard unless installed elsewhere), which the "
+            "webhooks and the reconciler always skip.") in lines
     assert ("Scale-downs (enforcement: enforce): a scale-down that breaks a rule is denied, "
             "with the reason and the fix.") in lines
     assert ("  protectedLast: a scale-down must not remove a pod on inference while a pod of "
@@ -58,7 +60,9 @@ scaleDown: {enforcement: dryrun, protectedLast: false, minProtectedReplicas: "50
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert ("Governed namespaces: namespaces whose labels match team=ml and tier in (gold, "
-            "silver) and legacy is not set.") in lines
+            "silver) and legacy is not set, except kube-system and poolguard's own namespace "
+            "(poolguard unless installed elsewhere), which the webhooks and the reconciler "
+            "always skip.") in lines
     assert ("the lowest cost goes first: pods on other nodes (-10), then online pods and "
             "batch pods (500).") in result.stdout
     assert any(line.startswith("Scale-downs (enforcement: dryrun): a scale-down that breaks "

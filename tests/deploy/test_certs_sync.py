@@ -122,12 +122,12 @@ def test_a_broken_ca_secret_is_replaced_and_the_serving_cert_follows(cluster: An
 def test_errors_are_one_line_with_exit_codes(cluster: Any, tmp_path: Path) -> None:
     api, kubeconfig, objects = cluster
     early = certs(kubeconfig, *job_args(objects, "ca-bundle"))  # before the Secret exists
-    assert early.returncode == 1
+    assert early.returncode == 2
     assert early.stderr.strip() == (f"error: Secret {NAMESPACE}/{SECRET} has no ca.crt: run "
                                     "`python -m certs sync` without --ca-bundle-only first")
     api.fail(403)
     refused = certs(kubeconfig, *job_args(objects, "secret"))
-    assert refused.returncode == 1
+    assert refused.returncode == 2
     line, = refused.stderr.strip().splitlines()
     assert line.startswith(f"error: Secret {NAMESPACE}/{SECRET}-ca: ") and "403" in line
     api.clear_faults()

@@ -48,11 +48,15 @@ if up_to_date; then
     echo "e2e: control plane binaries up to date in $bin"
     exit 0
 fi
-echo "e2e: building the control plane into $bin (first time: tens of minutes)"
+# go build prints nothing until it is done: say what is being built and for how long.
+echo "e2e: building the control plane $K8S_VERSION into $bin: with an empty Go cache about"
+echo "e2e: 25 minutes on 2 free cores (longer beside other work), minutes with a warm one"
 start=$(date +%s)
+echo "e2e: [1/2] kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes $K8S_VERSION; most of the time)"
 (cd "$here/gomod/k8s" && go build -trimpath -ldflags "$k8s_ldflags" -o "$bin/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+echo "e2e: [2/2] etcd (go.etcd.io/etcd/server/v3), after $(( $(date +%s) - start ))s"
 (cd "$here/gomod/etcd" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3)
 stamp_text > "$bin/.stamp"
 echo "e2e: built in $(( $(date +%s) - start ))s: ${binaries[*]}"

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 from flask import Flask, Response, request
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from werkzeug.http import HTTP_STATUS_CODES, parse_options_header
 from werkzeug.wsgi import get_content_length
 
@@ -73,7 +73,9 @@ def create_app(runtime: Runtime, require_client_cert: bool = False) -> Flask:
     app.extensions[ENDPOINTS_KEY] = endpoints
 
     for path, endpoint in endpoints.items():
-        app.add_url_rule(path, path, endpoint.flask_view, methods=["POST"])
+        # No automatic OPTIONS (an empty 200 text/html): it is a wrong method here too.
+        app.add_url_rule(path, path, endpoint.flask_view, methods=["POST"],
+                         provide_automatic_options=False)
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -94,7 +96,10 @@ def create_app(runtime: Runtime, require_client_cert: bool = False) -> Flask:
 
     @app.errorhandler(HTTPException)
     def http_error(err: HTTPException) -> Response:
-        return _error(err.code or 500, err.description or err.name)
+        response = _error(err.code or 500, err.description or err.name)
+        if isinstance(err, MethodNotAllowed) and err.valid_methods:
+            response.headers["Allow"] = ", ".join(err.valid_methods)
+        return response
 
     @app.errorhandler(Exception)
     def unexpected(err: Exception) -> Response:  # a bug must never take a worker down
@@ -177,6 +182,9 @@ class Endpoint:
         result = "error"
         try:
             answer, result = self._answer(environ)
+            if result == "bad-request":  # the access log shows only the status
+                log.warning("%s: answered %d: %s", self.path, answer[0],
+                            orjson.loads(answer[1])["error"])
         finally:
             self.counters[result].inc()
             self.latency.observe(time.perf_counter() - started)

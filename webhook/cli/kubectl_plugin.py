@@ -4,13 +4,16 @@ kubectl runs any `kubectl-NAME` executable on the PATH as `kubectl NAME`. This o
 kubectl's conventions and hands the work to the `python -m webhook` commands:
 
     kubectl poolguard plan deploy/NAME --replicas 3 [-n NS] [--context C] [--kubeconfig F]
+    kubectl poolguard plan deploy/A sts/B --replicas-delta -1
+    kubectl poolguard plan deploy A B --replicas 2
     kubectl poolguard policy check FILE
 
 `plan` reads the live cluster: the namespace is `-n`, else the kubeconfig context's
 namespace, else `default` (in a Pod: the Pod's own namespace), as kubectl resolves it;
-the workload is kubectl's `TYPE/NAME` (or `TYPE NAME`); the policy is `--policy FILE`, else
-the one poolguard runs with (the ConfigMap `poolguard-policy` in `--poolguard-namespace`),
-else the built-in one, with a note. Every other `plan` flag is passed through.
+the workloads are kubectl's `TYPE/NAME ...` (or `TYPE NAME ...`); the policy is
+`--policy FILE`, else the one poolguard runs with (the ConfigMap `poolguard-policy` in
+`--poolguard-namespace`), else the built-in one, with a note. Every other `plan` flag is
+passed through.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from ..cluster.kubeclient import api_client_from, describe_error, request_json
 from ..cluster.state import parse_policy_text
 from ..core.policy import PolicyError
 from ..errors import ApiError, InputError, NotFoundError
-from .argtypes import OneLineErrors
+from .argtypes import OneLineErrors, add_version_flags
 
 EXIT_USAGE = 2
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -57,13 +60,17 @@ def build_parser() -> argparse.ArgumentParser:
         "conventions. Flags not listed here go to plan as they are (see `python -m webhook "
         "plan --help`); exit codes are plan's.")
     plan.add_argument("workload", nargs="+", metavar="TYPE/NAME",
-                      help="deploy/NAME, rs/NAME or sts/NAME (or TYPE NAME, as kubectl takes)")
+                      help="deploy/NAME, rs/NAME or sts/NAME, one or more (or TYPE NAME "
+                      "[NAME...], as kubectl takes)")
     plan.add_argument("-n", "--namespace", metavar="NS",
                       help="the workload's namespace (default: the context's, else default)")
     plan.add_argument("--context", metavar="NAME", help="kubeconfig context (default: current)")
     plan.add_argument("--kubeconfig", metavar="FILE",
                       help="kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)")
-    plan.add_argument("--replicas", required=True, metavar="N", help="the target replica count")
+    count = plan.add_mutually_exclusive_group(required=True)
+    count.add_argument("--replicas", metavar="N", help="the target replica count")
+    count.add_argument("--replicas-delta", metavar="D",
+                       help="the target relative to each workload's current count, e.g. -1")
     plan.add_argument("--policy", metavar="FILE",
                       help="policy YAML (default: the ConfigMap poolguard-policy poolguard "
                       "runs with, else the built-in policy)")
@@ -74,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  description="`python -m webhook policy ...`, as it is.",
                                  add_help=False)
     policy.add_argument("rest", nargs=argparse.REMAINDER)
+    add_version_flags(parser, commands)
     return parser
 
 
@@ -87,16 +95,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="kubectl-poolguard-") as scratch:
             return webhook_main(plan_argv(args, extra, Path(scratch)))
-    except PluginError as err:
+    except InputError as err:  # PluginError, KubeConfigError: one `error:` line
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
 
 
 def plan_argv(args: argparse.Namespace, extra: list[str], scratch: Path) -> list[str]:
     """The `python -m webhook plan` arguments for a `kubectl poolguard plan` command line."""
-    kind, name = workload_of(args.workload)
+    workloads = workloads_of(args.workload)
     namespace = args.namespace or context_namespace(args.kubeconfig, args.context)
-    argv = ["plan", "--workload", f"{kind}/{namespace}/{name}", "--replicas", args.replicas]
+    argv = ["plan"]
+    for kind, name in workloads:
+        argv += ["--workload", f"{kind}/{namespace}/{name}"]
+    if args.replicas is not None:
+        argv += ["--replicas", args.replicas]
+    else:
+        argv += ["--replicas-delta", args.replicas_delta]
     for flag, value in (("--kubeconfig", args.kubeconfig), ("--context", args.context)):
         if value:
             argv += [flag, value]
@@ -108,18 +122,24 @@ def plan_argv(args: argparse.Namespace, extra: list[str], scratch: Path) -> list
     return argv + extra
 
 
-def workload_of(words: Sequence[str]) -> tuple[str, str]:
-    """(plan's kind, name) from kubectl's `TYPE/NAME` or `TYPE NAME`."""
-    if len(words) == 1 and "/" in words[0]:
-        kind, _, name = words[0].partition("/")
-    elif len(words) == 2:
-        kind, name = words
-    else:
-        raise PluginError(f"workload {' '.join(words)!r}: expected TYPE/NAME or TYPE NAME, "
+def workloads_of(words: Sequence[str]) -> list[tuple[str, str]]:
+    """[(plan's kind, name)] from kubectl's `TYPE/NAME ...` or `TYPE NAME ...`."""
+    if "/" in words[0]:
+        if not all("/" in word for word in words):
+            raise PluginError(f"workloads {' '.join(words)!r}: give each as TYPE/NAME, or "
+                              "TYPE NAME [NAME...] (as kubectl takes them)")
+        return [workload_of(*word.split("/", 1)) for word in words]
+    if len(words) < 2:
+        raise PluginError(f"workload {words[0]!r}: expected TYPE/NAME or TYPE NAME, "
                           "e.g. deploy/llm-serve")
+    return [workload_of(words[0], name) for name in words[1:]]
+
+
+def workload_of(kind: str, name: str) -> tuple[str, str]:
+    """(plan's kind, name) from kubectl's TYPE and a NAME."""
     short = KINDS.get(kind.lower())
     if short is None or not name or "/" in name:
-        raise PluginError(f"workload {'/'.join(words)!r}: TYPE must be a deployment, "
+        raise PluginError(f"workload {f'{kind}/{name}'!r}: TYPE must be a deployment, "
                           "replicaset or statefulset (deploy, rs, sts), followed by a name")
     return short, name
 

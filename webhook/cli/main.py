@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ..errors import EXIT_USAGE, InputError
-from .argtypes import OneLineErrors, add_version_flags, program_name
+from .argtypes import OneLineErrors, add_version_flags, program_name, run_writing_stdout
 from .plan import add_plan_parser
 from .policy import add_policy_parser
 from .reconcile import add_reconcile_parser
@@ -42,6 +42,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(prog).parse_args(argv)
     # urllib3 logs each connection retry as a warning; our errors say it in one line.
     logging.getLogger("urllib3").setLevel(logging.ERROR)
+    return run_writing_stdout(lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return args.run(args)
     except InputError as err:  # every command: one `error:` line, exit code 2

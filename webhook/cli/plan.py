@@ -14,6 +14,7 @@ import urllib3
 from ..cluster.kubeclient import (
     ApiError,
     KubeConfigError,
+    NoKubeConfigError,
     add_cluster_arguments,
     api_client_from,
     describe_error,
@@ -70,8 +71,10 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
                         help="write what was read from the live cluster to FILE as a kind: List "
                         "YAML that --state accepts")
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--workload", metavar="KIND/NAMESPACE/NAME",
-                       help="deployment|replicaset|statefulset (or deploy|rs|sts)/NS/NAME")
+    which.add_argument("--workload", metavar="KIND/NAMESPACE/NAME", action="append",
+                       help="deployment|replicaset|statefulset (or deploy|rs|sts)/NS/NAME; "
+                       "repeat it for several workloads (printed one after the other; "
+                       "json: a list)")
     which.add_argument("--all-workloads", action="store_true",
                        help="every Deployment, StatefulSet and ReplicaSet without an owner: an "
                        "audit of which scale-downs the policy would deny (use with "
@@ -117,15 +120,26 @@ def run_plan(args: argparse.Namespace) -> int:
         else:
             text = render_audit(documents, str(args.state or "the cluster"))
     else:
-        replicas = args.replicas
-        if replicas is None:
-            replicas = max(current_replicas(view, args.workload) + args.replicas_delta, 0)
-        documents = [build_plan(view, policy, args.workload, replicas, now_ns)]
-        text = {"json": lambda d: json.dumps(d, indent=2), "text": render_text,
-                "html": render_html}[output_format](documents[0])
+        if output_format == "html" and len(args.workload) > 1:
+            raise CommandError("--output html draws one workload; give one --workload")
+        documents = [build_plan(view, policy, ref, _target(view, ref, args), now_ns)
+                     for ref in args.workload]
+        if output_format == "json":
+            text = json.dumps(documents[0] if len(documents) == 1 else documents, indent=2)
+        elif output_format == "html":
+            text = render_html(documents[0])
+        else:
+            text = "\n\n".join(render_text(doc) for doc in documents)
     denied = args.fail_on_deny and any(not doc["allowed"] for doc in documents)
     _write_output(text, output_file)
     return EXIT_DENIED if denied else 0
+
+
+def _target(view: Snapshot, ref: str, args: argparse.Namespace) -> int:
+    """--replicas, or the workload's current count plus --replicas-delta (never below 0)."""
+    if args.replicas is not None:
+        return int(args.replicas)
+    return max(current_replicas(view, ref) + args.replicas_delta, 0)
 
 
 _FORMATS = ("text", "json", "html")
@@ -161,6 +175,9 @@ def read_live_state(kubeconfig: str | None, context: str | None,
     """Read the cluster once; optionally save it as a state file. Errors: CommandError."""
     try:
         api = api_client_from(kubeconfig, context)
+    except NoKubeConfigError as err:
+        raise CommandError(f"{err}, or --state FILE to plan on a saved cluster state "
+                           "(kubectl get ... -o yaml)") from None
     except KubeConfigError as err:
         raise CommandError(str(err)) from None
     server = server_of(api)

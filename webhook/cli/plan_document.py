@@ -8,10 +8,11 @@ itself (flags, reading the state, exit codes) is `webhook.cli.plan`.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.active_pods_with_ranks import RankedPod, deciding_rule
+from ..core.active_pods_with_ranks import RankedPod, TieGroup, deciding_rule
 from ..core.assessment import Assessment
 from ..core.cluster import ClusterView, Snapshot, canonical_kind
 from ..core.decision import preview_scale
@@ -45,8 +46,30 @@ def find_workload(view: ClusterView, workload_ref: str) -> Mapping[str, Any]:
     kind, namespace, name = parse_workload_ref(workload_ref)
     workload = view.workload(kind, namespace, name)
     if workload is None:
-        raise PlanError(f"{kind} {namespace}/{name}: not found in {_describe(view)}")
+        raise PlanError(f"{kind} {namespace}/{name}: not found in {_describe(view)}"
+                        f"{_others(view, kind, namespace, name)}")
     return workload
+
+
+def _others(view: ClusterView, kind: str, namespace: str, name: str) -> str:
+    """What the user may have meant: near names, else the kind's workloads there."""
+    workloads = getattr(view, "workloads", None)
+    if workloads is None:
+        return ""
+    every = workloads()
+    here = sorted(name_of(w) for w in every
+                  if w.get("kind") == kind and namespace_of(w) == namespace)
+    close = difflib.get_close_matches(name, here, n=3, cutoff=0.6)
+    if close:
+        return "; did you mean " + " or ".join(close) + "?"
+    if here:
+        shown = ", ".join(here[:10]) + (f" and {len(here) - 10} more" if len(here) > 10 else "")
+        return f"; the {kind}s in namespace {namespace}: {shown}"
+    elsewhere = sorted({f"{w.get('kind')} {namespace_of(w)}/{name}" for w in every
+                        if name_of(w) == name})
+    if elsewhere:
+        return f"; no {kind} in namespace {namespace}, but there is " + ", ".join(elsewhere)
+    return f"; no {kind} in namespace {namespace}" if every else ""
 
 
 def _describe(view: ClusterView) -> str:
@@ -119,7 +142,8 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
         "notCheckedBecause": out_of_scope,
         # Only the webhook sees who scales: these users' requests are never checked.
         "exemptUsers": list(policy.scale_down.exempt_users),
-        "pods": _pod_entries(view, policy, assessment),
+        "pods": _pod_entries(view, policy, assessment,
+                             {p.name: victim_entry(p)["reason"] for p in prediction.victims}),
     }
     if prediction.order is not None:
         document["order"] = [p.name for p in prediction.order]
@@ -131,12 +155,14 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
     return document
 
 
-def _pod_entries(view: ClusterView, policy: Policy,
-                 assessment: Assessment) -> list[dict[str, Any]]:
-    """Every active pod of the workload with its place and fate; victims numbered in order."""
+def _pod_entries(view: ClusterView, policy: Policy, assessment: Assessment,
+                 victim_reasons: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Every active pod of the workload with its place, cost and fate, and why: victims
+    numbered in order."""
     prediction = assessment.prediction
     possible = {id(p) for p in prediction.possible_victims}
-    blocked = {id(b.pod) for b in prediction.blocked}
+    blocked = {id(b.pod): f"waits on {b.waiting_on}: {b.wait.reason}" for b in prediction.blocked}
+    why_possible = _why_possible(prediction.tie_groups, prediction.victims)
     entries = []
     for index, pod in enumerate([*prediction.victims, *(b.pod for b in prediction.blocked),
                                  *prediction.survivors]):
@@ -150,11 +176,34 @@ def _pod_entries(view: ClusterView, policy: Policy,
             "deletionOrder": index + 1 if is_victim else None,
             # Another controller's field manager when it owns the deletion cost.
             "costWriter": pod.facts.cost_writer or None,
+            "deletionCost": pod.deletion_cost,
+            "reason": (victim_reasons.get(pod.name) if is_victim
+                       else blocked.get(id(pod)) or why_possible.get(id(pod))),
         }
         if pod.replica_set:
             entry["replicaSet"] = pod.replica_set
         entries.append(entry)
     return entries
+
+
+def _why_possible(tie_groups: list[TieGroup], victims: list[RankedPod]) -> dict[int, str]:
+    """For each possible victim (by id), why it might go instead of a predicted victim."""
+    victim_ids = {id(p) for p in victims}
+    reasons: dict[int, str] = {}
+    for group in tie_groups:
+        tied = [p.name for p in group.members if id(p) in victim_ids]
+        for pod in group.members:
+            if id(pod) in victim_ids or id(pod) in reasons:
+                continue
+            if tied:
+                reasons[id(pod)] = (
+                    f"tied with {', '.join(tied)} on rules 1-5: {group.removed} of these "
+                    f"{len(group.members)} are deleted; age, restarts and the controller's "
+                    "order decide which")
+            else:
+                reasons[id(pod)] = ("goes instead of a predicted victim if the ReplicaSets "
+                                    "are synced in another order")
+    return reasons
 
 
 def audit_workloads(view: Snapshot, policy: Policy, delta: int | None, replicas: int | None,

@@ -1,8 +1,10 @@
 """`plan --output html`: the plan document as one self-contained page.
 
 No script, no external fetch (a Content-Security-Policy forbids them): nodes grouped
-by pool, each pod drawn on its node and coloured by its fate, victims numbered in
-deletion order, the verdict and the fix on top, and the ReplicaSet split of a rollout.
+by pool, each pod drawn on its node (unscheduled pods apart) and coloured by its fate,
+with its deletion cost and why it goes or might go; victims numbered in deletion order
+within their ReplicaSet; the verdict and the fix on top, and the ReplicaSet split of a
+rollout.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from html import escape
 from typing import Any
 
 _NO_POOL = "(no pool label)"
-_UNSCHEDULED = "(not scheduled)"
 
 _STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
@@ -29,16 +30,22 @@ main{padding:8px 24px 24px}
 .pool h3{margin:0 0 8px;font-size:15px}
 .node{border:1px dashed #9aa5b1;border-radius:6px;padding:6px;margin:6px 0}
 .node .name{font-size:12px;color:#51606f;margin-bottom:4px}
-.pod{display:inline-flex;align-items:center;gap:4px;margin:2px;padding:3px 8px;border-radius:12px;
-     font-size:12px;color:#fff}
+.pod{display:inline-flex;flex-wrap:wrap;align-items:center;gap:4px;margin:2px;padding:3px 8px;
+     border-radius:12px;font-size:12px;color:#fff;max-width:440px}
+.pod .cost{font-size:11px;background:rgba(0,0,0,.22);border-radius:8px;padding:0 6px}
+.pod .reason{flex-basis:100%;font-size:11px;opacity:.95}
+.unscheduled{background:#fff;border:1px dashed #b3261e;border-radius:8px;padding:10px 12px;
+             margin-top:16px}
+.unscheduled h3{margin:0 0 8px;font-size:15px}
 .pod.victim{background:#c62828}.pod.possible-victim{background:#ef8f00}
+.pod.blocked{background:#6a1b9a}
 .pod.survives{background:#2e7d32}
 .pod .order{background:#fff;color:#c62828;border-radius:50%;min-width:18px;height:18px;
             display:inline-flex;align-items:center;justify-content:center;font-weight:700}
 .pod .rs{opacity:.85;font-size:11px}
 table{border-collapse:collapse;background:#fff}
 td,th{border:1px solid #ccd2da;padding:4px 8px;text-align:left}
-.legend span{margin-right:12px}
+.legend span{margin-right:12px}.legend .pod{max-width:none;flex-wrap:nowrap}
 ul{margin:4px 0;padding-left:20px}
 """
 
@@ -58,9 +65,10 @@ def render_html(document: Mapping[str, Any]) -> str:
         f"<style>{_STYLE}</style></head><body>",
         _header(document, title),
         "<main>",
-        _legend(),
+        _legend(_several_replica_sets(document)),
         _replica_sets(document),
         _pools(document),
+        _unscheduled(document),
         _notes(document),
         "</main></body></html>",
     ]
@@ -99,10 +107,16 @@ def _header(document: Mapping[str, Any], title: str) -> str:
     return "\n".join(lines)
 
 
-def _legend() -> str:
+def _legend(per_replica_set: bool) -> str:
+    # Each ReplicaSet deletes on its own: no order holds across them.
+    order = ("numbered in deletion order within its ReplicaSet" if per_replica_set
+             else "numbered in deletion order")
     return ('<p class="legend"><span class="pod victim"><span class="order">1</span>victim, '
-            'numbered in deletion order</span><span class="pod possible-victim">possible victim'
-            '</span><span class="pod survives">survives</span></p>')
+            f'{order}</span><span class="pod possible-victim">possible victim: might be '
+            'deleted instead of a victim</span><span class="pod blocked">blocked: condemned, waits '
+            'on an unhealthy pod</span><span class="pod survives">survives</span>'
+            "</p><p>Each pod shows its deletion cost and, for a victim, a possible victim or a "
+            "blocked pod, why.</p>")
 
 
 def _replica_sets(document: Mapping[str, Any]) -> str:
@@ -116,15 +130,34 @@ def _replica_sets(document: Mapping[str, Any]) -> str:
             f"{rows}</table>")
 
 
+def _several_replica_sets(document: Mapping[str, Any]) -> bool:
+    return len({pod.get("replicaSet") for pod in document["pods"]} - {None}) > 1
+
+
+def _victim_numbers(document: Mapping[str, Any]) -> dict[str, int]:
+    """Each victim's place in its own ReplicaSet's deletions (each ReplicaSet deletes on
+    its own, so numbers across ReplicaSets would claim an order nobody keeps)."""
+    numbers: dict[str, int] = {}
+    counts: dict[str | None, int] = {}
+    for victim in document["victims"]:
+        group = victim.get("replicaSet")
+        counts[group] = counts.get(group, 0) + 1
+        numbers[victim["name"]] = counts[group]
+    return numbers
+
+
 def _pools(document: Mapping[str, Any]) -> str:
-    """Pools (protected first), their nodes, and each pod where it runs."""
+    """Pools (protected first), their nodes, and each scheduled pod where it runs."""
     pools: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
     protected: dict[str, bool] = {}
     for pod in document["pods"]:
+        if pod["node"] is None:
+            continue  # drawn apart: an unscheduled pod is in no pool yet
         pool = pod["pool"] or _NO_POOL
-        pools.setdefault(pool, {}).setdefault(pod["node"] or _UNSCHEDULED, []).append(pod)
+        pools.setdefault(pool, {}).setdefault(pod["node"], []).append(pod)
         protected[pool] = protected.get(pool, False) or pod["protected"]
-    show_rs = len(document.get("replicaSets") or {}) > 1
+    show_rs = _several_replica_sets(document)
+    numbers = _victim_numbers(document)
     html = ['<h2>Pods by pool and node</h2><div class="pools">']
     for pool in sorted(pools, key=lambda name: (not protected[name], name)):
         css = "pool protected" if protected[pool] else "pool"
@@ -134,24 +167,41 @@ def _pools(document: Mapping[str, Any]) -> str:
         for node in sorted(pools[pool]):
             html.append(f'<div class="node" data-node="{escape(node)}">'
                         f'<div class="name">{escape(node)}</div>')
-            html.extend(_pod_chip(pod, show_rs) for pod in
-                        sorted(pools[pool][node], key=lambda p: (p["deletionOrder"] is None,
-                                                                 p["deletionOrder"] or 0,
-                                                                 p["name"])))
+            html.extend(_pod_chip(pod, show_rs, numbers) for pod in _in_order(pools[pool][node]))
             html.append("</div>")
         html.append("</section>")
     html.append("</div>")
     return "\n".join(html)
 
 
-def _pod_chip(pod: Mapping[str, Any], show_rs: bool) -> str:
+def _unscheduled(document: Mapping[str, Any]) -> str:
+    """Pods without a node, apart from the pools: the controllers delete them first."""
+    pods = [pod for pod in document["pods"] if pod["node"] is None]
+    if not pods:
+        return ""
+    show_rs, numbers = _several_replica_sets(document), _victim_numbers(document)
+    chips = "".join(_pod_chip(pod, show_rs, numbers) for pod in _in_order(pods))
+    return ('<section class="unscheduled" id="unscheduled"><h3>Not scheduled: on no node, so '
+            f"in no pool yet</h3>{chips}</section>")
+
+
+def _in_order(pods: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return sorted(pods, key=lambda p: (p["deletionOrder"] is None, p["deletionOrder"] or 0,
+                                       p["name"]))
+
+
+def _pod_chip(pod: Mapping[str, Any], show_rs: bool, numbers: Mapping[str, int]) -> str:
     fate = pod["fate"]
-    order = (f'<span class="order">{pod["deletionOrder"]}</span>'
-             if pod["deletionOrder"] is not None else "")
+    number = numbers.get(pod["name"])
+    order = f'<span class="order">{number}</span>' if number is not None else ""
     rs = (f'<span class="rs">[{escape(pod["replicaSet"])}]</span>'
           if show_rs and pod.get("replicaSet") else "")
+    cost = f'<span class="cost">cost {pod["deletionCost"]}</span>'
+    reason = pod.get("reason")
+    why = f'<span class="reason">{escape(reason)}</span>' if reason else ""
+    title = fate + (f": {reason}" if reason else "")
     return (f'<span class="pod {fate}" data-pod="{escape(pod["name"])}" data-fate="{fate}" '
-            f'title="{escape(fate)}">{order}{escape(pod["name"])}{rs}</span>')
+            f'title="{escape(title)}">{order}{escape(pod["name"])}{rs}{cost}{why}</span>')
 
 
 def _notes(document: Mapping[str, Any]) -> str:

@@ -11,9 +11,10 @@ import ssl
 import tempfile
 from pathlib import Path
 
-from ..cluster.kubeclient import add_cluster_arguments
+from ..cluster.kubeclient import NoKubeConfigError, add_cluster_arguments, api_client_from
 from ..cluster.state import load_policy, load_state
 from ..errors import CommandError
+from .tlsfiles import tls_file_problem
 
 
 def add_serve_parser(commands: argparse._SubParsersAction) -> None:
@@ -75,6 +76,8 @@ def run_serve(args: argparse.Namespace) -> int:
         # worker, and the workers share the parsed objects through fork.
         args.snapshot = load_state(args.state)
         args.snapshot.read_all_facts()
+    else:
+        _check_kubeconfig(args.kubeconfig, args.context)
     _check_port(args.host, args.port)
     created = _prepare_metrics_dir()  # before the metrics modules are imported
     owner = os.getpid()
@@ -84,6 +87,9 @@ def run_serve(args: argparse.Namespace) -> int:
         try:
             server = GunicornServer(args)
         except (ssl.SSLError, OSError) as err:
+            problem = tls_file_problem(_tls_files(args))
+            if problem is not None:
+                raise CommandError(f"cannot load {problem}") from None
             files = f"--cert {args.cert} / --key {args.key}" + (
                 f" / --client-ca {args.client_ca}" if args.client_ca else "")
             raise CommandError(f"cannot load {files}: {err}") from None
@@ -93,6 +99,23 @@ def run_serve(args: argparse.Namespace) -> int:
         if created is not None and os.getpid() == owner:
             shutil.rmtree(created, ignore_errors=True)
     return 0
+
+
+def _check_kubeconfig(kubeconfig: str | None, context: str | None) -> None:
+    """Fail now, in one line, without a usable kubeconfig (each worker would otherwise
+    stop with a traceback)."""
+    try:
+        api_client_from(kubeconfig, context).close()
+    except NoKubeConfigError as err:
+        raise CommandError(f"{err}, or --state FILE to serve from a saved cluster "
+                           "state") from None
+
+
+def _tls_files(args: argparse.Namespace) -> dict[str, tuple[str, str]]:
+    files = {"--cert": (args.cert, "CERTIFICATE"), "--key": (args.key, "PRIVATE KEY")}
+    if args.client_ca:
+        files["--client-ca"] = (args.client_ca, "CERTIFICATE")
+    return files
 
 
 def _check_port(host: str, port: int) -> None:

@@ -37,11 +37,23 @@ class KubeConfigError(InputError):
     """No usable kubeconfig or in-cluster configuration."""
 
 
+class NoKubeConfigError(KubeConfigError):
+    """Neither a kubeconfig file nor a Pod's service account: the command has no cluster."""
+
+    def __init__(self, context: str | None = None) -> None:
+        flag = f"--context {context}: " if context else ""
+        super().__init__(
+            f"{flag}no kubeconfig found ($KUBECONFIG is unset, {DEFAULT_KUBECONFIG} does not "
+            "exist, and this is not a Pod with an in-cluster service account): pass "
+            "--kubeconfig FILE")
+
+
 def api_client_from(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
     """An ApiClient configured like kubectl resolves it.
 
     `kubeconfig` (a path, or several joined with ':'), else $KUBECONFIG, else
-    ~/.kube/config if it exists, else the in-cluster service account.
+    ~/.kube/config if it exists, else the in-cluster service account (in a Pod, where
+    KUBERNETES_SERVICE_HOST is set). None of them: NoKubeConfigError.
     """
     configuration = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG") or _default_kubeconfig()
@@ -50,9 +62,8 @@ def api_client_from(kubeconfig: str | None = None, context: str | None = None) -
             _check_paths(path)
             config.load_kube_config(config_file=path, context=context,
                                     client_configuration=configuration, persist_config=False)
-        elif context:
-            raise KubeConfigError(f"--context {context}: no kubeconfig found ($KUBECONFIG is "
-                                  f"unset and {DEFAULT_KUBECONFIG} does not exist)")
+        elif context or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            raise NoKubeConfigError(context)
         else:
             config.load_incluster_config(client_configuration=configuration)
     except config.ConfigException as err:

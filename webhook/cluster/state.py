@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -45,7 +46,15 @@ def read_documents(path: str | Path, what: str) -> list[Any]:
 
 
 def parse_documents(text: str, source: str) -> list[Any]:
-    """All YAML/JSON documents in `text`, with errors that name `source` and the line."""
+    """All YAML/JSON documents in `text`, with errors that name `source` and the line.
+
+    JSON documents may follow each other with nothing between them (two `kubectl get -o
+    json` outputs in one file), which YAML does not accept.
+    """
+    if text.lstrip().startswith(("{", "[")):
+        documents = _concatenated_json(text, source)
+        if documents is not None:
+            return documents
     try:
         return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
     except yaml.YAMLError as err:
@@ -53,6 +62,28 @@ def parse_documents(text: str, source: str) -> list[Any]:
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or str(err)
         raise StateError(f"{source}:{where}: not valid YAML or JSON: {problem}") from None
+
+
+def _concatenated_json(text: str, source: str) -> list[Any] | None:
+    """The JSON values in `text` one after another, or None when the first is not JSON
+    (YAML flow style looks like JSON; the YAML parser then reports the error)."""
+    decoder = json.JSONDecoder()
+    documents: list[Any] = []
+    position = 0
+    while True:
+        while position < len(text) and text[position].isspace():
+            position += 1
+        if position == len(text):
+            return documents
+        try:
+            value, position = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as err:
+            if not documents:
+                return None
+            raise StateError(f"{source}: line {err.lineno}, column {err.colno}: not valid "
+                             f"JSON: {err.msg}") from None
+        if value is not None:
+            documents.append(value)
 
 
 def load_state(path: str | Path) -> Snapshot:
@@ -94,7 +125,18 @@ def _flatten(doc: Any, where: str) -> Iterator[Mapping[str, Any]]:
                                 f"{doc['metadata']['name']}")
     except ShapeError as err:
         raise StateError(f"{where}: {err}") from None
+    _check_counts(doc, where)
     yield doc
+
+
+def _check_counts(doc: Mapping[str, Any], where: str) -> None:
+    """A replica count below 0 (a hand-edited file) would be planned as if it were real."""
+    replicas = (doc.get("spec") or {}).get("replicas")
+    if isinstance(replicas, int) and replicas < 0:
+        metadata = doc["metadata"]
+        namespace = f"{metadata['namespace']}/" if metadata.get("namespace") else ""
+        raise StateError(f"{where}: {doc['kind']} {namespace}{metadata['name']}: "
+                         f"spec.replicas is {replicas}; it must be 0 or more")
 
 
 class ListedSnapshot(Snapshot):

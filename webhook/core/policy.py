@@ -109,7 +109,7 @@ def parse_policy(document: Any, source: str = "policy") -> Policy:
     pool_label = document.get("poolLabel", "node.usage")
     if not isinstance(pool_label, str) or not _LABEL_KEY.match(pool_label):
         raise PolicyError(f"{source}: poolLabel: must be a label key such as node.usage, "
-                          f"got {pool_label!r}")
+                          f"got {_shown(pool_label)}")
     pools = _parse_pools(document.get("pools"), source)
     default_cost = _int32(document.get("defaultDeletionCost", 0), source, "defaultDeletionCost")
     _check_costs_favour_protected(pools, default_cost, source)
@@ -187,7 +187,7 @@ def _parse_scale_down(value: Any, source: str) -> ScaleDownPolicy:
     enforcement = value.get("enforcement", "enforce")
     if enforcement not in ENFORCEMENTS:
         raise PolicyError(f"{source}: scaleDown.enforcement: must be one of "
-                          f"{', '.join(ENFORCEMENTS)}, got {enforcement!r}")
+                          f"{', '.join(ENFORCEMENTS)}, got {_shown(enforcement)}")
     protected_last = value.get("protectedLast", True)
     if not isinstance(protected_last, bool):
         raise PolicyError(f"{source}: scaleDown.protectedLast: must be true or false")
@@ -208,17 +208,17 @@ def _min_protected(value: Any, source: str) -> int | str:
         match = _PERCENT.fullmatch(value)
         if not match or int(match.group(1)) > 100:
             raise PolicyError(f"{where}: must be an integer or a percentage from 0% to 100%, "
-                              f"got {value!r}")
+                              f"got {_shown(value)}")
         return value
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise PolicyError(f"{where}: must be a non-negative integer or a percentage, "
-                          f"got {value!r}")
+                          f"got {_shown(value)}")
     return value
 
 
 def _int32(value: Any, source: str, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise PolicyError(f"{source}: {where}: must be an integer, got {value!r}")
+        raise PolicyError(f"{source}: {where}: must be an integer, got {_shown(value)}")
     if not INT32_MIN <= value <= INT32_MAX:
         raise PolicyError(f"{source}: {where}: {value} is outside the int32 range "
                           f"[{INT32_MIN}, {INT32_MAX}] that deletion costs allow")
@@ -234,4 +234,18 @@ def _reject_unknown(mapping: Mapping[str, Any], known: set[str], source: str, pr
 
 def _type_name(value: Any) -> str:
     return {list: "a list", str: "a string", int: "a number", float: "a number",
-            bool: "a boolean"}.get(type(value), type(value).__name__)
+            bool: "a boolean", type(None): "an empty value"}.get(type(value),
+                                                                  type(value).__name__)
+
+
+def _shown(value: Any) -> str:
+    """A value as the YAML a person wrote (Python's None, True and [...] mean nothing there)."""
+    if value is None:
+        return "an empty value"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, int | float):
+        return str(value)
+    return _type_name(value)

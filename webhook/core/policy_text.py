@@ -53,7 +53,11 @@ def _names_with_cost(policy: Policy, cost: int) -> str:
 
 
 def _scope(policy: Policy) -> list[str]:
-    return [f"Governed namespaces: {_selector_words(policy.namespace_selector, 'namespaces')}.",
+    # The policy cannot widen this: the webhook configurations' namespaceSelector and the
+    # reconciler's exclusions leave these out whatever the policy selects.
+    return [f"Governed namespaces: {_selector_words(policy.namespace_selector, 'namespaces')}, "
+            "except kube-system and poolguard's own namespace (poolguard unless installed "
+            "elsewhere), which the webhooks and the reconciler always skip.",
             f"Governed pods and workload templates: "
             f"{_selector_words(policy.pod_selector, 'pods')}."]
 

@@ -39,6 +39,8 @@ def _validate_expression(expr: Any, where: str) -> None:
     if not isinstance(expr, Mapping) or not isinstance(expr.get("key"), str):
         raise SelectorError(f"{where}: needs a string 'key'")
     operator = expr.get("operator")
+    if operator is None:
+        raise SelectorError(f"{where}.operator: is required (one of {', '.join(OPERATORS)})")
     if operator not in OPERATORS:
         raise SelectorError(f"{where}.operator: {operator!r} is not one of {', '.join(OPERATORS)}")
     values = expr.get("values") or []
