@@ -36,6 +36,7 @@ from ..core.mutation import (
     is_governed,
     pinned_pool,
 )
+from ..core.ownership import owner_warnings, sizing_owner
 from ..core.policy import Policy
 from ..core.shape import ShapeError, check_object_shape, check_placement_shape
 from ..core.text import split_at_clauses
@@ -89,6 +90,8 @@ class Outcome(StrEnum):
     KEEP = KEEP
     UNCHANGED = UNCHANGED
     EXEMPT_USER = "exempt-user"
+    OWNER_DECIDED = "owner-decided"  # a non-Deployment owner sizes the workload: never denied
+    CLAMPED = "clamped"  # an autoscaler's scale-down lowered to the safe count
     NOT_SCALE_DOWN = "not-scale-down"
     UNCHECKED_ALLOWED = "unchecked-allowed"  # no trustworthy view: fail open
     UNCHECKED_DENIED = "unchecked-denied"  # no trustworthy view: fail closed
@@ -112,6 +115,8 @@ class Decision:
     outcome: Outcome
     violated_rules: tuple[str, ...] = ()  # policy rules a checked scale-down breaks
     audit: Mapping[str, str] | None = None  # the response's auditAnnotations
+    # Labels of the outcome's own metric (owner-decided, clamped); None: not counted there.
+    counted: Mapping[str, str] | None = None
 
     def final_response(self) -> dict[str, Any]:
         """The response with its audit annotations."""
@@ -311,6 +316,11 @@ def review_scale(request: Mapping[str, Any], ctx: Context) -> Decision:
                      else replicas_of(workload) if workload else None)
     if from_replicas is not None and to_replicas >= from_replicas:
         return Decision(allow(request), Outcome.NOT_SCALE_DOWN)
+    owner = sizing_owner(kind, workload)
+    if owner is not None:  # before the cache check: an owner's write is never denied
+        return Decision(allow(request, warnings=_warnings(owner_warnings(kind, workload, owner))),
+                        Outcome.OWNER_DECIDED,
+                        counted={"kind": kind, "owner_kind": str(owner.get("kind") or "")})
     # An untrusted cache cannot even say whether the workload is governed.
     problem = ctx.view_problem()
     if problem:
