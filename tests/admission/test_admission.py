@@ -244,3 +244,19 @@ def test_statefulset_advice_does_not_talk_about_deletion_cost():
     assert "kv-2" in message and "highest ordinals" in message
     assert "deletion cost" not in message
     assert not any("deletion cost" in w for w in answer.get("warnings", []))
+
+
+@pytest.mark.parametrize(("mode", "allowed", "verdict"), [
+    ("clamp", False, "denied"),  # unclamped (the mutating webhook skipped): as people's
+    ("enforce", False, "denied"),
+    ("warn", True, "violation-warn"),
+    ("dryrun", True, "violation-dryrun"),
+])
+def test_autoscalers_are_judged_with_their_own_enforcement(mode, allowed, verdict):
+    view, _ = cluster()
+    pol = policy(scaleDown={"autoscalers": {"enforcement": mode}})
+    answer = decide(review_scale, scale_request(user=reviews.HPA), context(view, pol))
+    assert answer["allowed"] is allowed
+    assert answer["auditAnnotations"]["verdict"] == verdict
+    person = decide(review_scale, scale_request(), context(view, pol))
+    assert person["allowed"] is False  # people keep scaleDown.enforcement

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -328,10 +328,19 @@ def review_scale(request: Mapping[str, Any], ctx: Context) -> Decision:
     if workload is None:
         return _untrusted(request, ctx, f"{kind} {namespace}/{name} is not in poolguard's cache")
     # The same decision as `plan`: selectors, skip labels, prediction, verdict.
-    decision = decide_scale(ctx.view, ctx.policy, workload, to_replicas, ctx.now_ns())
+    decision = decide_scale(ctx.view, policy_for(ctx.policy, username), workload, to_replicas,
+                            ctx.now_ns())
     if decision.assessment is None:
         return Decision(allow(request), Outcome.NOT_GOVERNED)
     return _scale_response(request, ctx, decision.assessment)
+
+
+def policy_for(policy: Policy, username: str | None) -> Policy:
+    """The policy as it judges `username`: autoscalers may have an enforcement of their own."""
+    mode = policy.scale_down.enforcement_for(username)
+    if mode == policy.scale_down.enforcement:
+        return policy
+    return replace(policy, scale_down=replace(policy.scale_down, enforcement=mode))
 
 
 def _replicas(obj: Any, where: str) -> int:
