@@ -25,6 +25,7 @@ from .handlers import (
     review_binding,
     review_pod_create,
     review_scale,
+    review_scale_clamp,
     review_workload,
 )
 from .runtime import Runtime
@@ -49,6 +50,7 @@ Answer = tuple[int, bytes]  # HTTP status and JSON body
 ENDPOINTS: dict[str, Handler] = {
     "/mutate-pods": review_pod_create,
     "/mutate-bindings": review_binding,
+    "/mutate-scale": review_scale_clamp,
     "/validate-scale": review_scale,
     "/validate-workloads": review_workload,
 }

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from ..core.assessment import Assessment
+from ..core.clamp import clamp_scale_down
 from ..core.cluster import WORKLOAD_RESOURCES, ClusterView
 from ..core.decision import decide_scale
 from ..core.deletion_cost import (
@@ -333,6 +334,58 @@ def review_scale(request: Mapping[str, Any], ctx: Context) -> Decision:
     if decision.assessment is None:
         return Decision(allow(request), Outcome.NOT_GOVERNED)
     return _scale_response(request, ctx, decision.assessment)
+
+
+def review_scale_clamp(request: Mapping[str, Any], ctx: Context) -> Decision:
+    """Lower an autoscaler's unsafe scale-down to the smallest safe count (a JSONPatch).
+
+    Only requests by `scaleDown.autoscalers.users` under enforcement `clamp` are changed;
+    everything else passes unchanged and is judged by `/validate-scale`, which then sees
+    the clamped count. Anything this cannot decide (a stale cache, an unknown workload,
+    a workload another controller sizes) passes unchanged too.
+    """
+    resource = (request.get("resource") or {}).get("resource")
+    kind = WORKLOAD_RESOURCES.get(resource or "")
+    sub = request.get("subResource") or ""
+    rules = ctx.policy.scale_down
+    username = (request.get("userInfo") or {}).get("username")
+    if (kind is None or request.get("operation") != "UPDATE" or sub not in ("", "scale")
+            or not rules.is_autoscaler(username) or rules.autoscalers.enforcement != "clamp"):
+        return Decision(allow(request), Outcome.IGNORED)
+    new, old = _object(request, "scale"), request.get("oldObject")
+    if not isinstance(old, Mapping):
+        return Decision(allow(request), Outcome.IGNORED)  # an UPDATE always carries it
+    _check_shape(old, "request.oldObject")
+    to_replicas, from_replicas = _replicas(new, "request.object"), _replicas(old,
+                                                                           "request.oldObject")
+    if to_replicas >= from_replicas:
+        return Decision(allow(request), Outcome.NOT_SCALE_DOWN)
+    namespace, name = request.get("namespace") or "", request.get("name") or ""
+    workload = ctx.view.workload(kind, namespace, name)
+    if workload is None and sub == "":
+        workload = {**old, "kind": kind}
+    if ctx.view_problem() or workload is None:
+        return Decision(allow(request), Outcome.UNCHECKED_ALLOWED)
+    if sizing_owner(kind, workload) is not None:  # counted once, by /validate-scale
+        return Decision(allow(request), Outcome.OWNER_DECIDED)
+    clamp = clamp_scale_down(ctx.view, ctx.policy, workload, to_replicas, from_replicas,
+                             ctx.now_ns())
+    if not clamp.clamped:
+        return Decision(allow(request), Outcome.NOT_GOVERNED if clamp.out_of_scope
+                        else Outcome.ALLOWED)
+    spec = new.get("spec")
+    # autoscaling/v1 Scale omits replicas when it is 0: add it then (RFC 6902 add replaces)
+    ops = ([{"op": "replace", "path": "/spec/replicas", "value": clamp.replicas}]
+           if isinstance(spec, Mapping) and "replicas" in spec else
+           [{"op": "add", "path": "/spec/replicas", "value": clamp.replicas}]
+           if isinstance(spec, Mapping) else
+           [{"op": "add", "path": "/spec", "value": {"replicas": clamp.replicas}}])
+    audit = {"clamped": f"{from_replicas}->{to_replicas} became {from_replicas}->"
+                        f"{clamp.replicas}",
+             "rules": ",".join(v.rule for v in clamp.assessment.verdict.violations)}
+    counted = None if request.get("dryRun") else {"kind": kind, "namespace": namespace}
+    return Decision(with_patch(request, ops) | {"warnings": _warnings(
+        [f"poolguard: {clamp.reason()}"])}, Outcome.CLAMPED, audit=audit, counted=counted)
 
 
 def policy_for(policy: Policy, username: str | None) -> Policy:
