@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -38,7 +38,7 @@ from ..core.mutation import (
     pinned_pool,
 )
 from ..core.ownership import owner_warnings, sizing_owner
-from ..core.policy import Policy
+from ..core.policy import Policy, policy_for
 from ..core.shape import ShapeError, check_object_shape, check_placement_shape
 from ..core.text import split_at_clauses
 from ..errors import InputError
@@ -386,14 +386,6 @@ def review_scale_clamp(request: Mapping[str, Any], ctx: Context) -> Decision:
     counted = None if request.get("dryRun") else {"kind": kind, "namespace": namespace}
     return Decision(with_patch(request, ops) | {"warnings": _warnings(
         [f"poolguard: {clamp.reason()}"])}, Outcome.CLAMPED, audit=audit, counted=counted)
-
-
-def policy_for(policy: Policy, username: str | None) -> Policy:
-    """The policy as it judges `username`: autoscalers may have an enforcement of their own."""
-    mode = policy.scale_down.enforcement_for(username)
-    if mode == policy.scale_down.enforcement:
-        return policy
-    return replace(policy, scale_down=replace(policy.scale_down, enforcement=mode))
 
 
 def _replicas(obj: Any, where: str) -> int:

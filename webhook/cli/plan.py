@@ -90,6 +90,10 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
                         default=["text"],
                         help="text (default) for people, json for scripts, html for a "
                         "self-contained page; FILE writes there instead of to stdout")
+    parser.add_argument("--as", dest="as_user", metavar="USER",
+                        help="answer as the webhooks answer this requester: exempt users and "
+                        "workloads sized by another owner are allowed, a listed autoscaler is "
+                        "clamped to the safe count (CLAMPED to N, JSON clampedTo)")
     parser.add_argument("--fail-on-deny", action="store_true",
                         help=f"exit {EXIT_DENIED} when the verdict denies (for CI gates)")
     parser.set_defaults(run=run_plan)
@@ -111,7 +115,8 @@ def run_plan(args: argparse.Namespace) -> int:
     else:
         view = load_state(args.state)
     if args.all_workloads:
-        documents = audit_workloads(view, policy, args.replicas_delta, args.replicas, now_ns)
+        documents = audit_workloads(view, policy, args.replicas_delta, args.replicas, now_ns,
+                                    args.as_user)
         if output_format == "json":
             text = json.dumps(documents, indent=2)
         else:
@@ -120,7 +125,7 @@ def run_plan(args: argparse.Namespace) -> int:
         replicas = args.replicas
         if replicas is None:
             replicas = max(current_replicas(view, args.workload) + args.replicas_delta, 0)
-        documents = [build_plan(view, policy, args.workload, replicas, now_ns)]
+        documents = [build_plan(view, policy, args.workload, replicas, now_ns, args.as_user)]
         text = {"json": lambda d: json.dumps(d, indent=2), "text": render_text,
                 "html": render_html}[output_format](documents[0])
     denied = args.fail_on_deny and any(not doc["allowed"] for doc in documents)

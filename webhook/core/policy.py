@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .deletion_cost import INT32_MAX, INT32_MIN
@@ -121,6 +121,14 @@ class Policy:
     @property
     def protected_pool_names(self) -> list[str]:
         return [pool.name for pool in self.pools if pool.protected]
+
+
+def policy_for(policy: Policy, username: str | None) -> Policy:
+    """The policy as it judges `username`: autoscalers may have an enforcement of their own."""
+    mode = policy.scale_down.enforcement_for(username)
+    if mode == policy.scale_down.enforcement:
+        return policy
+    return replace(policy, scale_down=replace(policy.scale_down, enforcement=mode))
 
 
 def default_policy() -> Policy:
