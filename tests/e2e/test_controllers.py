@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from tests.e2e.controlplane import kubeconfig_text, wait_for
 from tests.e2e.fake_kubelet import STRATEGIC, pod_status
-from tests.e2e.harness import COST_ANNOTATION, Environment, is_active
+from tests.e2e.harness import COST_ANNOTATION, Environment, api_client, is_active
 from tests.e2e.workloads import (
     apply,
     deployment,
@@ -188,13 +189,12 @@ def test_hpa_identity_is_clamped_and_a_persons_scale_still_denied(env: Environme
     hpa_user = f"system:serviceaccount:{HPA[0]}:{HPA[1]}"
     expected = plan_json(env, f"deployment/{ns}/asr", 2, "--as", hpa_user)["clampedTo"]
     assert expected is not None and 2 < expected < 6
-    scale = json.loads(env.kubectl("-n", ns, "get", "deployment", "asr", "--subresource=scale",
-                                   "-o", "json", check=True).stdout)
-    scale["spec"]["replicas"] = 2
-    put = env.kubectl("-n", ns, "replace", "--subresource=scale", "-f", "-",
-                      stdin=json.dumps(scale), kubeconfig=identity(env, *HPA, cluster_role=None))
-    assert put.code == 0, str(put)
-    assert "poolguard: lowered the scale-down of Deployment" in put.stderr
+    # a PUT on /scale, as the HPA sends it
+    hpa = client.AppsV1Api(api_client(identity(env, *HPA, cluster_role=None)))
+    scale = hpa.read_namespaced_deployment_scale("asr", ns)
+    scale.spec.replicas = 2
+    answer = hpa.replace_namespaced_deployment_scale("asr", ns, scale)
+    assert answer.spec.replicas == expected
     assert env.apps.read_namespaced_deployment("asr", ns).spec.replicas == expected
     wait_settled(env, ns)
     left = [p for p in env.pods(ns, "app=asr") if is_active(p)]
