@@ -15,6 +15,7 @@ from webhook.admission.handlers import (
     review_binding,
     review_pod_create,
     review_scale,
+    review_scale_clamp,
     review_workload,
 )
 from webhook.admission.review import BadReview, parse_review
@@ -243,3 +244,41 @@ def test_statefulset_advice_does_not_talk_about_deletion_cost():
     assert "kv-2" in message and "highest ordinals" in message
     assert "deletion cost" not in message
     assert not any("deletion cost" in w for w in answer.get("warnings", []))
+
+
+@pytest.mark.parametrize(("mode", "allowed", "verdict"), [
+    ("clamp", False, "denied"),  # unclamped (the mutating webhook skipped): as people's
+    ("enforce", False, "denied"),
+    ("warn", True, "violation-warn"),
+    ("dryrun", True, "violation-dryrun"),
+])
+def test_autoscalers_are_judged_with_their_own_enforcement(mode, allowed, verdict):
+    view, _ = cluster()
+    pol = policy(scaleDown={"autoscalers": {"enforcement": mode}})
+    answer = decide(review_scale, scale_request(user=reviews.HPA), context(view, pol))
+    assert answer["allowed"] is allowed
+    assert answer["auditAnnotations"]["verdict"] == verdict
+    person = decide(review_scale, scale_request(), context(view, pol))
+    assert person["allowed"] is False  # people keep scaleDown.enforcement
+
+
+@pytest.mark.parametrize("mode", ["enforce", "warn", "dryrun"])
+def test_mutate_scale_clamps_only_under_clamp(mode):
+    view, _ = cluster()
+    request = scale_request(user=reviews.HPA)
+    clamping = decide(review_scale_clamp, request, context(view, policy()))
+    assert clamping["patchType"] == "JSONPatch"  # kept at 3: every lower count is unsafe
+    other = policy(scaleDown={"autoscalers": {"enforcement": mode}})
+    answer = decide(review_scale_clamp, request, context(view, other))
+    assert answer == {"uid": request["uid"], "allowed": True}
+
+
+def test_mutate_scale_passes_what_it_cannot_check():
+    view, _ = cluster()
+    request = scale_request(user=reviews.HPA)
+    stale = decide(review_scale_clamp, request,
+                   context(view, policy(), view_problem=lambda: "cache stale"))
+    assert stale == {"uid": request["uid"], "allowed": True}
+    unknown = parse_review(reviews.scale("deployments", "ghost", 3, 1, via="hpa"))
+    assert decide(review_scale_clamp, unknown, context(view, policy())) == {
+        "uid": unknown["uid"], "allowed": True}

@@ -109,3 +109,42 @@ def test_a_missing_file_and_missing_argument(tmp_path: Path) -> None:
     usage = subprocess.run([sys.executable, "-m", "webhook", "policy", "check"],
                            capture_output=True, text=True, cwd=REPO, check=False)
     assert usage.returncode == 2 and usage.stderr.startswith("error: ")
+
+
+def test_autoscalers_default_to_clamping_the_hpa_keda_and_knative() -> None:
+    result = check("examples/policy.yaml")
+    assert result.returncode == 0, result.stderr
+    [line] = [x for x in result.stdout.splitlines() if x.startswith("  autoscalers")]
+    assert line.startswith("  autoscalers (enforcement: clamp): scale-downs by "
+                           "system:serviceaccount:kube-system:horizontal-pod-autoscaler, "
+                           "system:serviceaccount:keda:keda-operator, "
+                           "system:serviceaccount:knative-serving:controller are lowered "
+                           "to the smallest safe replica count")
+
+
+def test_autoscalers_can_be_listed_and_judged_like_people(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POOLS + "scaleDown:\n  autoscalers: {users: [my-scaler], "
+                      "enforcement: warn}\n")
+    result = check(policy)
+    assert result.returncode == 0, result.stderr
+    assert ("  autoscalers (enforcement: warn): scale-downs by my-scaler are allowed with "
+            "warnings when they break a rule.") in result.stdout.splitlines()
+
+
+@pytest.mark.parametrize(("scale_down", "message"), [
+    ("{autoscalers: {enforcement: deny}}",
+     "scaleDown.autoscalers.enforcement: must be one of clamp, enforce, warn, dryrun, "
+     "got 'deny'"),
+    ("{autoscalers: {users: system:serviceaccount:kube-system:horizontal-pod-autoscaler}}",
+     "scaleDown.autoscalers.users: must be a list of user names"),
+    ("{autoscalers: {users: [hpa], mode: clamp}}",
+     "scaleDown.autoscalers.mode: unknown field (known: enforcement, users)"),
+    ("{autoscalers: [hpa]}", "scaleDown.autoscalers: must be a mapping, got a list"),
+])
+def test_autoscaler_errors_name_the_field(tmp_path: Path, scale_down: str, message: str) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POOLS + f"scaleDown: {scale_down}\n")
+    result = check(policy)
+    assert result.returncode == 2
+    assert message in result.stderr, result.stderr

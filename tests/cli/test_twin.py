@@ -10,13 +10,16 @@ violated, and warn versus deny.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import pytest
 import requests
 import yaml
@@ -107,6 +110,9 @@ def statefulset() -> list[dict[str, Any]]:
 UNCOSTED = [("inf-1", None), ("inf-1", None), ("hyb-1", None)]  # rank 2 on inf-1 goes first
 COSTED = [("inf-1", "1000"), ("inf-2", "1000"), ("hyb-1", "-100"), ("hyb-2", "-100")]
 HAND_SET = [("inf-1", "1000"), ("inf-2", "1000"), ("hyb-1", "5000")]  # hybrid kept by hand
+# below 3 an inference pod goes while the hand-set hybrid pod survives: an autoscaler's
+# scale to 1 or 2 is clamped to 3
+CLAMPABLE = [("hyb-1", "-100"), ("inf-1", "1000"), ("inf-2", "1000"), ("hyb-2", "5000")]
 STATE = [
     namespace("ml", {"team": "ml"}), namespace("batch", {"team": "batch"}),
     namespace("frozen", SKIP),
@@ -115,6 +121,7 @@ STATE = [
     *steady("uncosted", "ml", UNCOSTED),
     *steady("costed", "ml", COSTED),
     *steady("hand-set", "ml", HAND_SET),
+    *steady("clampable", "ml", CLAMPABLE),
     *steady("labelled-skip", "ml", UNCOSTED, labels=SKIP),
     *steady("template-skip", "ml", UNCOSTED, template_labels=SKIP),
     *steady("trainer", "batch", UNCOSTED, template_labels={"tier": "batch"}),
@@ -126,6 +133,7 @@ CASES = [
     ("deployments", "ml", "uncosted", 3, [2, 1, 0]),
     ("deployments", "ml", "costed", 4, [3, 2, 1]),
     ("deployments", "ml", "hand-set", 3, [2, 1]),
+    ("deployments", "ml", "clampable", 4, [3, 2, 1]),
     ("deployments", "ml", "labelled-skip", 3, [2]),
     ("deployments", "ml", "template-skip", 3, [2]),
     ("deployments", "batch", "trainer", 3, [2]),
@@ -137,12 +145,13 @@ CASES = [
 KIND = {"deployments": "deploy", "replicasets": "rs", "statefulsets": "sts"}
 
 
-def plan_json(state: Path, policy: Path, workload: str, replicas: int) -> dict[str, Any]:
+def plan_json(state: Path, policy: Path, workload: str, replicas: int,
+              *extra: str) -> dict[str, Any]:
     """`python -m webhook plan ... --output json`, run in this process."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         code = cli_main(["plan", "--state", str(state), "--policy", str(policy), "--workload",
-                         workload, "--replicas", str(replicas), "--output", "json"])
+                         workload, "--replicas", str(replicas), "--output", "json", *extra])
     assert code == 0
     return json.loads(out.getvalue())
 
@@ -252,3 +261,69 @@ def test_a_rollout_fix_points_the_webhook_user_to_plan(files):
     doc = plan_json(files["state"], files["enforce"], "deploy/ml/rolling", 2)
     assert doc["allowed"] is False and doc["safeReplicas"] == 4
     assert "fix: scale to 4 replicas or more" in doc["violations"][0]["message"]
+
+
+def _mutated_replicas(answer: dict[str, Any], scale: dict[str, Any]) -> int:
+    if "patch" not in answer:
+        return scale["spec"]["replicas"]
+    ops = json.loads(base64.b64decode(answer["patch"]))
+    return jsonpatch.apply_patch(scale, ops)["spec"]["replicas"]
+
+
+def test_plan_as_a_requester_and_the_webhook_chain_agree_on_the_clamp(files, tmp_path):
+    clamps: set[str] = set()
+    with running_server(tmp_path / "clamp", "--state", str(files["state"]), "--policy",
+                        str(files["enforce"]), workers=1) as (url, ca, _):
+        session = requests.Session()
+        session.verify, session.trust_env = str(ca), False
+        for user in (reviews.HPA, reviews.ADMIN):
+            for resource, ns, name, current, targets in CASES:
+                for target in targets:
+                    review = reviews.scale(resource, name, current, target, namespace=ns,
+                                           user=user)
+                    # as the API server chains them: mutating first, then validating
+                    mutated = session.post(url + "/mutate-scale", json=review,
+                                           timeout=10).json()["response"]
+                    effective = _mutated_replicas(mutated, review["request"]["object"])
+                    review["request"]["object"]["spec"]["replicas"] = effective
+                    answer = session.post(url + "/validate-scale", json=review,
+                                          timeout=10).json()["response"]
+                    doc = plan_json(files["state"], files["enforce"],
+                                    f"{KIND[resource]}/{ns}/{name}", target,
+                                    "--as", user["username"])
+                    where = f"{user['username']}: {resource} {ns}/{name} -> {target}"
+                    assert doc["clampedTo"] == (None if effective == target else effective), where
+                    assert doc["allowed"] is answer["allowed"], where
+                    if doc["clampedTo"] is not None:
+                        clamps.add("held" if effective == current else "lowered")
+        session.close()
+    assert clamps == {"held", "lowered"}  # both kinds of clamp occur
+
+
+def test_plan_as_the_hpa_says_clamped_in_text_json_html_and_the_audit(files, tmp_path):
+    hpa = reviews.HPA["username"]
+    base = ["plan", "--state", str(files["state"]), "--policy", str(files["enforce"])]
+
+    def run(*args: str) -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert cli_main([*base, *args]) == 0
+        return out.getvalue()
+
+    doc = plan_json(files["state"], files["enforce"], "deploy/ml/clampable", 1, "--as", hpa)
+    assert (doc["clampedTo"], doc["allowed"], doc["requester"]) == (3, True, hpa)
+    text = run("--workload", "deploy/ml/clampable", "--replicas", "1", "--as", hpa)
+    assert "Verdict: CLAMPED to 3\n" in text
+    assert (f"  as {hpa}: lowered the scale-down of Deployment ml/clampable from 4 to 1 to 3 "
+            "replicas") in text
+    person = run("--workload", "deploy/ml/clampable", "--replicas", "1", "--as", "alice")
+    assert "Verdict: DENIED (enforcement: enforce)" in person
+    page = tmp_path / "plan.html"
+    run("--workload", "deploy/ml/clampable", "--replicas", "1", "--as", hpa, "-o", "html",
+        str(page))
+    assert '<div class="verdict">CLAMPED to 3</div>' in page.read_text()
+    audit = run("--all-workloads", "--replicas-delta", "-3", "--as", hpa)
+    assert re.search(r"\nDeployment ml/clampable +4 -> 1 +CLAMPED +held at 3 replicas, above "
+                     r"the target 1 \(protectedLast\)\n", audit)
+    assert re.search(rf"\nAs {hpa}: [1-9][0-9]* held above their target", audit)
+    assert "CLAMPED" not in run("--all-workloads", "--replicas-delta", "-3")

@@ -580,6 +580,25 @@ def test_prometheus_rule_and_dashboard_are_the_shipped_files() -> None:
         (CHART / "files" / "grafana-dashboard.json").read_text())
 
 
+def test_clamp_alert_delay_and_autoscaler_users_follow_the_values() -> None:
+    objects = render(CHART / "ci" / "monitoring-values.yaml", sets=(
+        "metrics.prometheusRule.clampedFor=2h",
+        "policy.scaleDown.autoscalers.users={my-scaler,system:serviceaccount:keda:keda-operator}",
+        "webhooks.clamp.timeoutSeconds=2"))
+    rules = find(objects, "PrometheusRule", "poolguard")["spec"]["groups"]
+    [clamped] = [r for g in rules for r in g["rules"] if r.get("alert") == "PoolguardScaleClamped"]
+    assert clamped["for"] == "2h"
+    hooks = {h["name"]: h for h in find(objects, "MutatingWebhookConfiguration",
+                                         "poolguard")["webhooks"]}
+    clamp = hooks["clamp.poolguard.dev"]
+    assert clamp["timeoutSeconds"] == 2 and clamp["clientConfig"]["service"]["path"] == (
+        "/mutate-scale")
+    users = next(c["expression"] for c in clamp["matchConditions"]
+                 if c["name"] == "autoscaler-users")
+    assert " ".join(users.split()) == ("request.userInfo.username in ['my-scaler', "
+                                      "'system:serviceaccount:keda:keda-operator']")
+
+
 def test_network_policies_open_only_the_serving_ports() -> None:
     objects = render(CHART / "ci" / "network-policy-values.yaml")
     webhook = find(objects, "NetworkPolicy", "poolguard-webhook")

@@ -69,7 +69,7 @@ def test_make_certs_and_manifests(tmp_path: Path) -> None:
     assert pki.san_ip_addresses(cert_pem) == ["127.0.0.1"]
     objects = [d for d in yaml.safe_load_all(manifest.read_text()) if d]
     bundle = base64.b64encode((certs_dir / "ca.crt").read_bytes()).decode()
-    assert _bundles(objects).count(bundle) == 4
+    assert _bundles(objects).count(bundle) == 5
     assert not (tmp_path / "build" / "poolguard.yaml.tmp").exists()
 
     again = run("make", "-f", wrapper, "certs")

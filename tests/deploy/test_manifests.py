@@ -139,7 +139,7 @@ def _common_webhook_checks(hook: dict[str, Any], path: str) -> None:
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_mutating_webhooks(overlay: str) -> None:
     hooks = webhooks(rendered(overlay), "MutatingWebhookConfiguration")
-    assert list(hooks) == ["pods.poolguard.dev", "bindings.poolguard.dev"]
+    assert list(hooks) == ["pods.poolguard.dev", "bindings.poolguard.dev", "clamp.poolguard.dev"]
     expectations = {"pods.poolguard.dev": ("/mutate-pods", "pods"),
                     "bindings.poolguard.dev": ("/mutate-bindings", "pods/binding")}
     for name, (path, resource) in expectations.items():
@@ -174,6 +174,27 @@ def test_validating_webhooks(overlay: str) -> None:
             in conditions.values())
     # The exemption is on the scale check only: templates are checked for everyone.
     assert DEPLOYMENT_CONTROLLER not in json.dumps(workloads)
+
+
+@needs_kubectl
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_clamp_webhook_is_called_only_for_the_policys_autoscalers_and_lower_counts(
+        overlay: str) -> None:
+    objects = rendered(overlay)
+    clamp = webhooks(objects, "MutatingWebhookConfiguration")["clamp.poolguard.dev"]
+    scale = webhooks(objects, "ValidatingWebhookConfiguration")["scale.poolguard.dev"]
+    _common_webhook_checks(clamp, "/mutate-scale")
+    assert clamp["timeoutSeconds"] <= 3
+    assert clamp["rules"] == scale["rules"]  # the same requests, clamped before the check
+    conditions = {c["name"]: " ".join(c["expression"].split())
+                  for c in clamp["matchConditions"]}
+    policy_map = find(objects, "ConfigMap", "poolguard-policy")["data"]["policy.yaml"]
+    users = yaml.safe_load(policy_map)["scaleDown"]["autoscalers"]["users"]
+    assert users and conditions["autoscaler-users"] == (
+        "request.userInfo.username in [" + ", ".join(f"'{u}'" for u in users) + "]")
+    assert conditions["replicas-decrease"] == " ".join(
+        next(c["expression"] for c in scale["matchConditions"]
+             if c["name"] == "replicas-decrease").split())
 
 
 def test_scale_failure_policy_is_documented_in_the_source() -> None:
@@ -219,7 +240,8 @@ def test_match_conditions_evaluate_as_intended() -> None:
     pod = {"metadata": {"name": "p", "labels": {"app": "x"}}}
     skipped = {"metadata": {"name": "p", "labels": {SKIP_LABEL: "true"}}}
     binding = {"metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}}
-    for hook in webhooks(objects, "MutatingWebhookConfiguration").values():
+    mutating = webhooks(objects, "MutatingWebhookConfiguration")
+    for hook in (mutating["pods.poolguard.dev"], mutating["bindings.poolguard.dev"]):
         [expression] = [c["expression"] for c in hook["matchConditions"]]
         assert evaluate(expression, object=pod, request=alice)
         assert evaluate(expression, object=binding, request=alice)
@@ -238,6 +260,21 @@ def test_match_conditions_evaluate_as_intended() -> None:
     assert not scale_matches(6, 5, alice)
     assert not scale_matches(5, 5, alice)
     assert not scale_matches(2, 5, controller)
+
+    def clamp_matches(new: int | None, old: int, username: str) -> bool:
+        spec_new = {} if new is None else {"replicas": new}
+        return all(evaluate(c["expression"], request={"userInfo": {"username": username}},
+                            object={"metadata": {"name": "d"}, "spec": spec_new},
+                            oldObject={"metadata": {"name": "d"}, "spec": {"replicas": old}})
+                   for c in mutating["clamp.poolguard.dev"]["matchConditions"])
+
+    hpa = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
+    assert clamp_matches(2, 5, hpa)
+    assert clamp_matches(None, 5, "system:serviceaccount:keda:keda-operator")  # to zero
+    assert clamp_matches(2, 5, "system:serviceaccount:knative-serving:controller")
+    assert not clamp_matches(6, 5, hpa)
+    assert not clamp_matches(2, 5, "alice")
+    assert not clamp_matches(2, 5, DEPLOYMENT_CONTROLLER)
 
 
 def _security(spec: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
@@ -473,7 +510,7 @@ def test_self_signed_overlay_with_injected_ca_bundle(created: Path) -> None:
     bundle = (created / "ca.crt").read_bytes()
     hooks = [h for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
              for h in webhooks(objects, kind).values()]
-    assert len(hooks) == 4
+    assert len(hooks) == 5
     for hook in hooks:
         assert base64.b64decode(hook["clientConfig"]["caBundle"]) == bundle
         kv.validate(find(objects, "MutatingWebhookConfiguration", "poolguard"),

@@ -124,7 +124,7 @@ def value(found: dict[str, list[tuple[dict[str, str], float]]], name: str,
 
 
 def check_webhook_metrics(text: str, cert: Path) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """The page a user scrapes after one denied scale-down and one patched pod."""
+    """The page a user scrapes after one denied scale-down, one patched pod and one clamp."""
     assert text.strip(), "/metrics is empty"
     found = samples(text)
     assert value(found, "poolguard_admission_requests_total", endpoint="/validate-scale",
@@ -135,6 +135,7 @@ def check_webhook_metrics(text: str, cert: Path) -> dict[str, list[tuple[dict[st
                  enforcement="enforce") == 1
     assert value(found, "poolguard_admission_duration_seconds_count",
                  endpoint="/validate-scale") == 1
+    assert value(found, "poolguard_scale_clamped_total", kind="Deployment", namespace="ml") == 1
     assert value(found, "poolguard_cache_synced") == 1
     assert value(found, "poolguard_policy_reload_errors_total") == 0
     assert value(found, "poolguard_policy_loaded_timestamp_seconds") > time.time() - 600
@@ -155,6 +156,9 @@ def test_make_run_serves_the_metrics_the_rules_and_dashboard_use(tmp_path: Path)
         assert denied["allowed"] is False
         patched = post_example(base, CERTS / "ca.crt", "pod-create.json", "/mutate-pods")
         assert patched["patchType"] == "JSONPatch"
+        clamped = post_example(base, CERTS / "ca.crt", "scale-deployment-hpa.json",
+                               "/mutate-scale")
+        assert clamped["patchType"] == "JSONPatch"
         time.sleep(6)  # every worker has reported its cache state once (every 5 s)
         text = scrape_webhook(base, CERTS / "ca.crt")
     found = check_webhook_metrics(text, CERTS / "tls.crt")
@@ -228,6 +232,8 @@ def test_the_shipped_deployments_serve_the_metrics_the_rules_and_dashboard_use(
                             "/validate-scale")["allowed"] is False
         assert post_example(base, CERTS / "ca.crt", "pod-create.json",
                             "/mutate-pods")["patchType"] == "JSONPatch"
+        assert post_example(base, CERTS / "ca.crt", "scale-deployment-hpa.json",
+                            "/mutate-scale")["patchType"] == "JSONPatch"
         time.sleep(6)
         webhook_text = scrape_webhook(base, CERTS / "ca.crt")
         metrics_url = f"http://127.0.0.1:{reconciler_port}"

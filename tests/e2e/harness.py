@@ -336,7 +336,7 @@ def fake_node(name: str, pool: str, index: int) -> client.V1Node:
 def local_overlay(port: int, directory: Path) -> str:
     """A kustomization on top of manifests/overlays/local-dev that moves the URLs to `port`
     (what the overlay's header tells a user with another port to do)."""
-    paths = {"MutatingWebhookConfiguration": ("mutate-pods", "mutate-bindings"),
+    paths = {"MutatingWebhookConfiguration": ("mutate-pods", "mutate-bindings", "mutate-scale"),
              "ValidatingWebhookConfiguration": ("validate-scale", "validate-workloads")}
     patches = []
     for kind, ends in paths.items():

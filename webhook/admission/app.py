@@ -265,6 +265,8 @@ def respond(endpoint: str, handler: Handler, admission_request: AdmissionRequest
     """Run one handler; record its decision in the metrics and the audit annotations."""
     decision = handler(admission_request, ctx)
     _decision_counter(endpoint, decision.outcome.value).inc()
+    if decision.counted is not None:
+        metrics.outcome_counter(decision.outcome.value).labels(**decision.counted).inc()
     for rule in decision.violated_rules:
         _decision_counter(endpoint, f"violation:{rule}").inc()
         metrics.admission().violations.labels(rule, ctx.policy.scale_down.enforcement).inc()

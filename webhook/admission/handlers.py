@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from ..core.assessment import Assessment
+from ..core.clamp import clamp_scale_down
 from ..core.cluster import WORKLOAD_RESOURCES, ClusterView
 from ..core.decision import decide_scale
 from ..core.deletion_cost import (
@@ -35,7 +36,8 @@ from ..core.mutation import (
     is_governed,
     pinned_pool,
 )
-from ..core.policy import Policy
+from ..core.owner_sizing import owner_warnings, sizing_owner
+from ..core.policy import Policy, policy_for
 from ..core.shape import ShapeError, check_object_shape, check_placement_shape
 from ..core.text import split_at_clauses
 from .review import (
@@ -79,6 +81,8 @@ class Outcome(StrEnum):
     KEEP = KEEP
     UNCHANGED = UNCHANGED
     EXEMPT_USER = "exempt-user"
+    OWNER_DECIDED = "owner-decided"  # a non-Deployment owner sizes the workload: never denied
+    CLAMPED = "clamped"  # an autoscaler's scale-down lowered to the safe count
     NOT_SCALE_DOWN = "not-scale-down"
     UNCHECKED_ALLOWED = "unchecked-allowed"  # no trustworthy view: fail open
     UNCHECKED_DENIED = "unchecked-denied"  # no trustworthy view: fail closed
@@ -102,6 +106,8 @@ class Decision:
     outcome: Outcome
     violated_rules: tuple[str, ...] = ()  # policy rules a checked scale-down breaks
     audit: Mapping[str, str] | None = None  # the response's auditAnnotations
+    # Labels of the outcome's own metric (owner-decided, clamped); None: not counted there.
+    counted: Mapping[str, str] | None = None
 
     def final_response(self) -> AdmissionResponse:
         """The response with its audit annotations."""
@@ -242,6 +248,11 @@ def review_scale(request: AdmissionRequest, ctx: Context) -> Decision:
                      else replicas_of(workload) if workload else None)
     if from_replicas is not None and to_replicas >= from_replicas:
         return Decision(allow(request), Outcome.NOT_SCALE_DOWN)
+    owner = sizing_owner(kind, workload)
+    if owner is not None:  # before the cache check: an owner's write is never denied
+        return Decision(allow(request, warnings=_warnings(owner_warnings(kind, workload, owner))),
+                        Outcome.OWNER_DECIDED,
+                        counted={"kind": kind, "owner_kind": str(owner.get("kind") or "")})
     # An untrusted cache cannot even say whether the workload is governed.
     problem = ctx.view_problem()
     if problem:
@@ -249,10 +260,63 @@ def review_scale(request: AdmissionRequest, ctx: Context) -> Decision:
     if workload is None:
         return _untrusted(request, ctx, f"{kind} {namespace}/{name} is not in poolguard's cache")
     # The same decision as `plan`: selectors, skip labels, prediction, verdict.
-    decision = decide_scale(ctx.view, ctx.policy, workload, to_replicas, ctx.now_ns())
+    decision = decide_scale(ctx.view, policy_for(ctx.policy, username), workload, to_replicas,
+                            ctx.now_ns())
     if decision.assessment is None:
         return Decision(allow(request), Outcome.NOT_GOVERNED)
     return _scale_response(request, ctx, decision.assessment)
+
+
+def review_scale_clamp(request: Mapping[str, Any], ctx: Context) -> Decision:
+    """Lower an autoscaler's unsafe scale-down to the smallest safe count (a JSONPatch).
+
+    Only requests by `scaleDown.autoscalers.users` under enforcement `clamp` are changed;
+    everything else passes unchanged and is judged by `/validate-scale`, which then sees
+    the clamped count. Anything this cannot decide (a stale cache, an unknown workload,
+    a workload another controller sizes) passes unchanged too.
+    """
+    resource = (request.get("resource") or {}).get("resource")
+    kind = WORKLOAD_RESOURCES.get(resource or "")
+    sub = request.get("subResource") or ""
+    rules = ctx.policy.scale_down
+    username = (request.get("userInfo") or {}).get("username")
+    if (kind is None or request.get("operation") != "UPDATE" or sub not in ("", "scale")
+            or not rules.is_autoscaler(username) or rules.autoscalers.enforcement != "clamp"):
+        return Decision(allow(request), Outcome.IGNORED)
+    new, old = _object(request, "scale"), request.get("oldObject")
+    if not isinstance(old, Mapping):
+        return Decision(allow(request), Outcome.IGNORED)  # an UPDATE always carries it
+    _check_shape(old, "request.oldObject")
+    to_replicas, from_replicas = _replicas(new, "request.object"), _replicas(old,
+                                                                           "request.oldObject")
+    if to_replicas >= from_replicas:
+        return Decision(allow(request), Outcome.NOT_SCALE_DOWN)
+    namespace, name = request.get("namespace") or "", request.get("name") or ""
+    workload = ctx.view.workload(kind, namespace, name)
+    if workload is None and sub == "":
+        workload = {**old, "kind": kind}
+    if ctx.view_problem() or workload is None:
+        return Decision(allow(request), Outcome.UNCHECKED_ALLOWED)
+    if sizing_owner(kind, workload) is not None:  # counted once, by /validate-scale
+        return Decision(allow(request), Outcome.OWNER_DECIDED)
+    clamp = clamp_scale_down(ctx.view, ctx.policy, workload, to_replicas, from_replicas,
+                             ctx.now_ns())
+    if not clamp.clamped:
+        return Decision(allow(request), Outcome.NOT_GOVERNED if clamp.out_of_scope
+                        else Outcome.ALLOWED)
+    spec = new.get("spec")
+    # autoscaling/v1 Scale omits replicas when it is 0: add it then (RFC 6902 add replaces)
+    ops = ([{"op": "replace", "path": "/spec/replicas", "value": clamp.replicas}]
+           if isinstance(spec, Mapping) and "replicas" in spec else
+           [{"op": "add", "path": "/spec/replicas", "value": clamp.replicas}]
+           if isinstance(spec, Mapping) else
+           [{"op": "add", "path": "/spec", "value": {"replicas": clamp.replicas}}])
+    audit = {"clamped": f"{from_replicas}->{to_replicas} became {from_replicas}->"
+                        f"{clamp.replicas}",
+             "rules": ",".join(v.rule for v in clamp.assessment.verdict.violations)}
+    counted = None if request.get("dryRun") else {"kind": kind, "namespace": namespace}
+    return Decision(with_patch(request, ops) | {"warnings": _warnings(
+        [f"poolguard: {clamp.reason()}"])}, Outcome.CLAMPED, audit=audit, counted=counted)
 
 
 def _replicas(obj: Any, where: str) -> int:
@@ -372,6 +436,7 @@ Handler = Callable[[AdmissionRequest, Context], Decision]
 ENDPOINTS: dict[str, Handler] = {
     "/mutate-pods": review_pod_create,
     "/mutate-bindings": review_binding,
+    "/mutate-scale": review_scale_clamp,
     "/validate-scale": review_scale,
     "/validate-workloads": review_workload,
 }

@@ -47,6 +47,8 @@ class AdmissionMetrics:
     policy_errors: Counter
     policy_loaded: Gauge
     certificate_expiry: Gauge
+    owner_decided: Counter
+    scale_clamped: Counter
 
 
 @cache
@@ -81,7 +83,19 @@ def admission() -> AdmissionMetrics:
         certificate_expiry=Gauge("poolguard_serving_certificate_expiry_timestamp_seconds",
                                  "When the serving certificate in use expires (Unix time)",
                                  multiprocess_mode="livemin"),
+        owner_decided=Counter("poolguard_scale_owner_decided_total",
+                              "Replica changes of ReplicaSets and StatefulSets sized by a "
+                              "non-Deployment owner, allowed unchecked", ["kind", "owner_kind"]),
+        scale_clamped=Counter("poolguard_scale_clamped_total",
+                              "Autoscaler scale-downs lowered to the smallest safe count",
+                              ["kind", "namespace"]),
     )
+
+
+def outcome_counter(outcome: str) -> Counter:
+    """The metric of a decision outcome that has its own (owner-decided, clamped)."""
+    measured = admission()
+    return {"owner-decided": measured.owner_decided, "clamped": measured.scale_clamped}[outcome]
 
 
 def _stores_in_files() -> bool:

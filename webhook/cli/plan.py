@@ -93,6 +93,10 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
                         default=["text"],
                         help="text (default) for people, json for scripts, html for a "
                         "self-contained page; FILE writes there instead of to stdout")
+    parser.add_argument("--as", dest="as_user", metavar="USER",
+                        help="answer as the webhooks answer this requester: exempt users and "
+                        "workloads sized by another owner are allowed, a listed autoscaler is "
+                        "clamped to the safe count (CLAMPED to N, JSON clampedTo)")
     parser.add_argument("--fail-on-deny", action="store_true",
                         help=f"exit {EXIT_DENIED} when the verdict denies (for CI gates)")
     parser.set_defaults(run=run_plan)
@@ -114,7 +118,8 @@ def run_plan(args: argparse.Namespace) -> int:
     else:
         view = load_state(args.state)
     if args.all_workloads:
-        documents = audit_workloads(view, policy, args.replicas_delta, args.replicas, now_ns)
+        documents = audit_workloads(view, policy, args.replicas_delta, args.replicas, now_ns,
+                                    args.as_user)
         if output_format == "json":
             text = json.dumps(documents, indent=2)
         else:
@@ -122,7 +127,8 @@ def run_plan(args: argparse.Namespace) -> int:
     else:
         if output_format == "html" and len(args.workload) > 1:
             raise CommandError("--output html draws one workload; give one --workload")
-        documents = [build_plan(view, policy, ref, _target(view, ref, args), now_ns)
+        documents = [build_plan(view, policy, ref, _target(view, ref, args), now_ns,
+                                args.as_user)
                      for ref in args.workload]
         if output_format == "json":
             text = json.dumps(documents[0] if len(documents) == 1 else documents, indent=2)

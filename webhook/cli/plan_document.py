@@ -14,10 +14,12 @@ from typing import Any
 
 from ..core.active_pods_with_ranks import RankedPod, TieGroup, deciding_rule
 from ..core.assessment import Assessment
+from ..core.clamp import clamp_scale_down
 from ..core.cluster import ClusterView, Snapshot, canonical_kind
 from ..core.decision import preview_scale
 from ..core.kube import controller_ref, name_of, namespace_of, replicas_of
-from ..core.policy import Policy
+from ..core.owner_sizing import sizing_owner
+from ..core.policy import Policy, policy_for
 from ..core.verdict import placement
 from ..errors import InputError
 
@@ -86,14 +88,46 @@ def current_replicas(view: ClusterView, workload_ref: str) -> int:
 
 
 def build_plan(view: ClusterView, policy: Policy, workload_ref: str, replicas: int,
-               now_ns: int | None) -> dict[str, Any]:
-    """The plan document (the stable JSON interface) for scaling a workload."""
+               now_ns: int | None, as_user: str | None = None) -> dict[str, Any]:
+    """The plan document (the stable JSON interface) for scaling a workload.
+
+    With `as_user`, the verdict is what the webhooks answer that requester: exempt users
+    and owner-sized workloads are allowed, an autoscaler may be clamped (`clampedTo`).
+    """
     if replicas < 0:
         raise PlanError(f"--replicas {replicas}: must be 0 or more")
     workload = find_workload(view, workload_ref)
+    judged = policy_for(policy, as_user)
     # The webhook's own decision, with the victims shown even out of scope.
-    preview = preview_scale(view, policy, workload, replicas, now_ns)
-    return plan_document(view, policy, preview.assessment, now_ns, preview.out_of_scope)
+    preview = preview_scale(view, judged, workload, replicas, now_ns)
+    document = plan_document(view, judged, preview.assessment, now_ns, preview.out_of_scope)
+    document["requester"], document["clampedTo"], document["requesterNote"] = as_user, None, None
+    if as_user is not None and replicas < replicas_of(workload):
+        _answer_requester(document, view, policy, workload, now_ns, as_user)
+    return document
+
+
+def _answer_requester(document: dict[str, Any], view: ClusterView, policy: Policy,
+                      workload: Mapping[str, Any], now_ns: int | None, user: str) -> None:
+    """Turn the verdict into the webhooks' answer to `user`, in the order they decide."""
+    rules = policy.scale_down
+    kind = str(workload.get("kind") or "")
+    owner = sizing_owner(kind, workload)
+    if user in rules.exempt_users:
+        note = f"{user} is in scaleDown.exemptUsers: never checked"
+    elif owner is not None:
+        note = (f"sized by its owner {owner.get('kind')} {owner.get('name')}: poolguard never "
+                "blocks a replica change of it")
+    elif rules.is_autoscaler(user) and rules.autoscalers.enforcement == "clamp":
+        replicas = document["replicas"]
+        clamp = clamp_scale_down(view, policy, workload, replicas["to"], replicas["from"],
+                                 now_ns)
+        if not clamp.clamped:
+            return
+        document["clampedTo"], note = clamp.replicas, clamp.reason()
+    else:
+        return
+    document["allowed"], document["requesterNote"] = True, note
 
 
 def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
@@ -207,7 +241,7 @@ def _why_possible(tie_groups: list[TieGroup], victims: list[RankedPod]) -> dict[
 
 
 def audit_workloads(view: Snapshot, policy: Policy, delta: int | None, replicas: int | None,
-                    now_ns: int | None) -> list[dict[str, Any]]:
+                    now_ns: int | None, as_user: str | None = None) -> list[dict[str, Any]]:
     """A plan for every workload a person scales (Deployments, StatefulSets, bare ReplicaSets).
 
     ReplicaSets a Deployment owns are left out: their Deployment is planned instead.
@@ -223,7 +257,7 @@ def audit_workloads(view: Snapshot, policy: Policy, delta: int | None, replicas:
         if current == 0 or target >= current:
             continue
         ref = f"{workload['kind']}/{namespace_of(workload)}/{name_of(workload)}"
-        documents.append(build_plan(view, policy, ref, target, now_ns))
+        documents.append(build_plan(view, policy, ref, target, now_ns, as_user))
     return documents
 
 
@@ -231,7 +265,7 @@ def render_audit(documents: list[Mapping[str, Any]], source: str) -> str:
     """One line per workload: its scale-down and the verdict, the worst first."""
     if not documents:
         return f"No workload in {source} has a scale-down to check."
-    order = {"DENIED": 0, "VIOLATES": 1, "ALLOWED": 2, "NOT CHECKED": 3}
+    order = {"DENIED": 0, "CLAMPED": 1, "VIOLATES": 2, "ALLOWED": 3, "NOT CHECKED": 4}
     rows = sorted((_audit_row(doc) for doc in documents), key=lambda r: order[r[2]])
     table = [("WORKLOAD", "REPLICAS", "VERDICT", "DETAIL"), *rows]
     widths = [max(len(row[i]) for row in table) for i in range(3)]
@@ -239,9 +273,16 @@ def render_audit(documents: list[Mapping[str, Any]], source: str) -> str:
                        for i, cell in enumerate(row)).rstrip() for row in table]
     counts = {word: sum(1 for r in rows if r[2] == word) for word in order}
     lines.append("")
-    lines.append(f"{len(rows)} workloads: {counts['DENIED']} denied, {counts['VIOLATES']} "
+    clamped = (f"{counts['CLAMPED']} clamped, " if documents[0].get("requester") is not None
+               else "")
+    lines.append(f"{len(rows)} workloads: {counts['DENIED']} denied, {clamped}"
+                 f"{counts['VIOLATES']} "
                  f"allowed despite violations, {counts['ALLOWED']} allowed, "
                  f"{counts['NOT CHECKED']} not checked.")
+    requester = documents[0].get("requester")
+    if requester is not None:
+        lines.append(f"As {requester}: {counts['CLAMPED']} held above their target "
+                     "(CLAMPED: the webhook lowers the scale-down to the safe count).")
     return "\n".join(lines)
 
 
@@ -252,6 +293,9 @@ def _audit_row(document: Mapping[str, Any]) -> tuple[str, str, str, str]:
     if not document["checked"]:
         return name, sizes, "NOT CHECKED", document["notCheckedBecause"]
     rules = ", ".join(v["rule"] for v in document["violations"])
+    if document.get("clampedTo") is not None:
+        return (name, sizes, "CLAMPED", f"held at {document['clampedTo']} replicas, above "
+                f"the target {replicas['to']} ({rules})")
     if not rules:
         return name, sizes, "ALLOWED", ""
     safe = document["safeReplicas"]
@@ -296,15 +340,21 @@ def render_text(document: Mapping[str, Any]) -> str:
                      "(ties, ReplicaSet syncs): " + ", ".join(document["possibleVictims"]))
     lines.append("")
     lines.append("Verdict: " + _verdict_word(document))
+    if document.get("requesterNote"):
+        lines.append(f"  as {document['requester']}: {document['requesterNote']}")
     lines.extend(f"  [{v['rule']}] {v['message']}" for v in document["violations"])
     lines.extend(f"  warning: {w}" for w in document["warnings"])
-    if document["exemptUsers"]:
+    if document["exemptUsers"] and document.get("requester") is None:
         lines.append("  unknown to plan: who scales; the webhook does not check requests by "
                      "scaleDown.exemptUsers (" + ", ".join(document["exemptUsers"]) + ")")
     return "\n".join(lines)
 
 
 def _verdict_word(document: Mapping[str, Any]) -> str:
+    if document.get("clampedTo") is not None:
+        return f"CLAMPED to {document['clampedTo']}"
+    if document.get("requesterNote"):
+        return "ALLOWED"
     if not document["checked"]:
         return "ALLOWED (not checked: " + document["notCheckedBecause"] + ")"
     if not document["violations"]:

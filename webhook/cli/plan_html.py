@@ -77,6 +77,10 @@ def render_html(document: Mapping[str, Any]) -> str:
 
 def _verdict(document: Mapping[str, Any]) -> tuple[str, str]:
     """(css class, words) for the verdict banner."""
+    if document.get("clampedTo") is not None:
+        return "violations", f"CLAMPED to {document['clampedTo']}"
+    if document.get("requesterNote"):
+        return "allowed", "ALLOWED"
     if not document["checked"]:
         return "unchecked", "ALLOWED: not checked"
     if not document["violations"]:
@@ -92,6 +96,9 @@ def _header(document: Mapping[str, Any], title: str) -> str:
              f'<div class="verdict">{escape(words)}</div>']
     if not document["checked"]:
         lines.append(f'<p class="why">{escape(document["notCheckedBecause"])}</p>')
+    if document.get("requesterNote"):
+        lines.append(f'<p class="why" id="requester">As {escape(document["requester"])}: '
+                     f'{escape(document["requesterNote"])}</p>')
     fixes = []
     for violation in document["violations"]:
         message, _, fix = violation["message"].partition("; fix: ")

@@ -8,6 +8,7 @@ One concern per module, listed in the order they build on each other:
 - policy.py, policy_text.py     the node-pool policy and its text form
 - deletion_cost.py, mutation.py the deletion-cost annotation and what a pod should carry
 - ownership.py                  controller references and claims (one predicate)
+- owner_sizing.py               workloads sized by a non-Deployment owner (never blocked)
 - podfacts.py                   a pod's facts read once, and its integer sort key
 - cluster.py                    the view of the cluster a prediction reads
 - active_pods_with_ranks.py     the ReplicaSet comparator: the specification
@@ -20,5 +21,6 @@ One concern per module, listed in the order they build on each other:
 - stateful_set_control.py       which condemned StatefulSet pods go, and where it waits
 - prediction.py                 the victims of a scale, per workload kind
 - verdict.py, assessment.py, decision.py   judging a prediction against the policy
+- clamp.py                      an autoscaler's scale-down lowered to the safe count
 - text.py                       long messages split into short lines
 """

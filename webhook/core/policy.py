@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .deletion_cost import INT32_MAX, INT32_MIN
@@ -15,6 +15,21 @@ from .selectors import SelectorError, validate_selector
 
 ENFORCEMENTS = ("enforce", "warn", "dryrun")
 DEFAULT_EXEMPT_USERS = ("system:serviceaccount:kube-system:deployment-controller",)
+AUTOSCALER_ENFORCEMENTS = ("clamp", *ENFORCEMENTS)
+# The autoscalers' identities as their own sources name them:
+# - the HPA: kube-controller-manager with --use-service-account-credentials runs it as the
+#   ServiceAccount "horizontal-pod-autoscaler" in kube-system (kubernetes
+#   plugin/pkg/auth/authorizer/rbac/bootstrappolicy/controller_policy.go); it PUTs /scale;
+# - KEDA: the ServiceAccount "keda-operator" in namespace "keda" (kedacore/keda
+#   config/rbac/role_binding.yaml); it scales to and from zero itself through /scale;
+# - Knative: the autoscaler Deployment runs as the ServiceAccount "controller" in
+#   "knative-serving" (knative/serving config/core/deployments/autoscaler.yaml) and sends a
+#   JSON patch of the Deployment's spec.replicas (pkg/reconciler/autoscaling/kpa/scaler.go).
+DEFAULT_AUTOSCALER_USERS = (
+    "system:serviceaccount:kube-system:horizontal-pod-autoscaler",
+    "system:serviceaccount:keda:keda-operator",
+    "system:serviceaccount:knative-serving:controller",
+)
 _PERCENT = re.compile(r"([0-9]{1,3})%")  # used with fullmatch: "$" allows a "\n"
 _LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
@@ -34,11 +49,35 @@ class Pool:
 
 
 @dataclass(frozen=True)
+class AutoscalerPolicy:
+    """Requests by these users are clamped to the safe count (or judged by `enforcement`)."""
+
+    users: tuple[str, ...] = DEFAULT_AUTOSCALER_USERS
+    enforcement: str = "clamp"
+
+
+@dataclass(frozen=True)
 class ScaleDownPolicy:
     enforcement: str = "enforce"
     protected_last: bool = True
     min_protected_replicas: int | str = 0
     exempt_users: tuple[str, ...] = DEFAULT_EXEMPT_USERS
+    autoscalers: AutoscalerPolicy = field(default_factory=AutoscalerPolicy)
+
+    def is_autoscaler(self, username: str | None) -> bool:
+        return username is not None and username in self.autoscalers.users
+
+    def enforcement_for(self, username: str | None) -> str:
+        """How a violation by `username` is answered in /validate-scale.
+
+        An autoscaler under `clamp` is judged as everyone else: its request reaches the
+        validating webhook already clamped, unless /mutate-scale was skipped (failure
+        policy Ignore), and then the next sync is clamped.
+        """
+        mode = self.autoscalers.enforcement
+        if self.is_autoscaler(username) and mode != "clamp":
+            return mode
+        return self.enforcement
 
     def required_protected(self, replicas: int) -> int:
         """Pods that must stay on protected pools at `replicas` (percentages round up)."""
@@ -84,6 +123,14 @@ class Policy:
         return [pool.name for pool in self.pools if pool.protected]
 
 
+def policy_for(policy: Policy, username: str | None) -> Policy:
+    """The policy as it judges `username`: autoscalers may have an enforcement of their own."""
+    mode = policy.scale_down.enforcement_for(username)
+    if mode == policy.scale_down.enforcement:
+        return policy
+    return replace(policy, scale_down=replace(policy.scale_down, enforcement=mode))
+
+
 def default_policy() -> Policy:
     """The built-in policy used when no file is given."""
     return Policy(
@@ -96,7 +143,9 @@ def default_policy() -> Policy:
 _TOP_KEYS = {"poolLabel", "pools", "defaultDeletionCost", "namespaceSelector", "podSelector",
              "scaleDown"}
 _POOL_KEYS = {"name", "deletionCost", "protected"}
-_SCALE_KEYS = {"enforcement", "protectedLast", "minProtectedReplicas", "exemptUsers"}
+_SCALE_KEYS = {"enforcement", "protectedLast", "minProtectedReplicas", "exemptUsers",
+               "autoscalers"}
+_AUTOSCALER_KEYS = {"users", "enforcement"}
 
 
 def parse_policy(document: Any, source: str = "policy") -> Policy:
@@ -199,7 +248,23 @@ def _parse_scale_down(value: Any, source: str) -> ScaleDownPolicy:
         protected_last=protected_last,
         min_protected_replicas=_min_protected(value.get("minProtectedReplicas", 0), source),
         exempt_users=tuple(exempt),
+        autoscalers=_parse_autoscalers(value.get("autoscalers", {}), source),
     )
+
+
+def _parse_autoscalers(value: Any, source: str) -> AutoscalerPolicy:
+    where = f"{source}: scaleDown.autoscalers"
+    if not isinstance(value, Mapping):
+        raise PolicyError(f"{where}: must be a mapping, got {_type_name(value)}")
+    _reject_unknown(value, _AUTOSCALER_KEYS, source, "scaleDown.autoscalers.")
+    users = value.get("users", list(DEFAULT_AUTOSCALER_USERS))
+    if not isinstance(users, list) or not all(isinstance(u, str) and u for u in users):
+        raise PolicyError(f"{where}.users: must be a list of user names")
+    enforcement = value.get("enforcement", "clamp")
+    if enforcement not in AUTOSCALER_ENFORCEMENTS:
+        raise PolicyError(f"{where}.enforcement: must be one of "
+                          f"{', '.join(AUTOSCALER_ENFORCEMENTS)}, got {enforcement!r}")
+    return AutoscalerPolicy(users=tuple(users), enforcement=enforcement)
 
 
 def _min_protected(value: Any, source: str) -> int | str:

@@ -74,6 +74,24 @@ def _selector_words(selector: Mapping[str, Any], things: str) -> str:
     return f"{things} whose labels match {' and '.join(terms)}" if terms else f"all {things}"
 
 
+AUTOSCALER_WORDS = {
+    "clamp": "lowered to the smallest safe replica count (never below what they asked "
+             "for); the next sync goes the rest of the way once it is safe",
+    "enforce": "denied when they break a rule, as people's",
+    "warn": "allowed with warnings when they break a rule",
+    "dryrun": "allowed silently when they break a rule; only recorded",
+}
+
+
+def _autoscalers(policy: Policy) -> list[str]:
+    autoscalers = policy.scale_down.autoscalers
+    if not autoscalers.users:
+        return ["  autoscalers: none listed; every requester is judged the same way."]
+    return [f"  autoscalers (enforcement: {autoscalers.enforcement}): scale-downs by "
+            + ", ".join(autoscalers.users)
+            + f" are {AUTOSCALER_WORDS[autoscalers.enforcement]}."]
+
+
 def _rules(policy: Policy) -> list[str]:
     scale = policy.scale_down
     protected = policy.protected_pool_names
@@ -98,6 +116,7 @@ def _rules(policy: Policy) -> list[str]:
                      f"leave at least {minimum} pod{'s' if minimum != 1 else ''} there.")
     else:
         lines.append("  minProtectedReplicas: 0, no minimum.")
+    lines.extend(_autoscalers(policy))
     if scale.exempt_users:
         lines.append("  Never checked: updates by " + ", ".join(scale.exempt_users) +
                      " (rollouts shrinking old ReplicaSets).")
