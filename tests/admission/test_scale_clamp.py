@@ -14,11 +14,10 @@ import json
 
 import jsonpatch
 import pytest
-import requests
 import yaml
 
 from tests.support import reviews
-from tests.support.serving import running_server
+from tests.support.serving import running_server, verifying_session
 from webhook.cluster.state import EXAMPLE_STATE
 
 STATE = yaml.safe_load(EXAMPLE_STATE.read_text())
@@ -33,9 +32,7 @@ CLAMPED = 'poolguard_scale_clamped_total{kind="Deployment",namespace="ml"}'
 def server(tmp_path_factory):
     directory = tmp_path_factory.mktemp("clamp")
     with running_server(directory, "--state", str(EXAMPLE_STATE)) as (url, ca, _process):
-        session = requests.Session()
-        session.verify = str(ca)
-        session.trust_env = False
+        session = verifying_session(ca)
         yield url, session
 
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 import copy
 
 import pytest
-import requests
 import yaml
 
 from tests.support import factories as f
 from tests.support import reviews
-from tests.support.serving import running_server
+from tests.support.serving import running_server, verifying_session
 
 ROLLOUTS = {"username": "system:serviceaccount:argo-rollouts:argo-rollouts",
             "groups": ["system:serviceaccounts", "system:authenticated"]}
@@ -57,9 +56,7 @@ def server(tmp_path_factory):
     state = directory / "state.yaml"
     state.write_text(yaml.safe_dump(f.kube_list(*owned_state())))
     with running_server(directory, "--state", str(state)) as (url, ca, _process):
-        session = requests.Session()
-        session.verify = str(ca)
-        session.trust_env = False
+        session = verifying_session(ca)
         yield url, session
 
 

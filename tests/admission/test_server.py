@@ -12,12 +12,11 @@ from urllib.parse import urlparse
 
 import jsonpatch
 import pytest
-import requests
 import yaml
 
 from tests.support import factories as f
 from tests.support import reviews
-from tests.support.serving import running_server
+from tests.support.serving import running_server, verifying_session
 from webhook.cluster.state import EXAMPLE_STATE
 
 COST = "controller.kubernetes.io/pod-deletion-cost"
@@ -34,9 +33,7 @@ def state_object(kind: str, name: str) -> dict:
 def server(tmp_path_factory):
     directory = tmp_path_factory.mktemp("server")
     with running_server(directory, "--state", str(EXAMPLE_STATE)) as (url, ca, _process):
-        session = requests.Session()
-        session.verify = str(ca)
-        session.trust_env = False  # REQUESTS_CA_BUNDLE would override verify
+        session = verifying_session(ca)
         yield url, session
 
 

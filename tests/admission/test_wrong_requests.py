@@ -7,9 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
-import requests
 
-from tests.support.serving import running_server
+from tests.support.serving import running_server, verifying_session
 from webhook.cluster.state import EXAMPLE_STATE
 
 
@@ -17,9 +16,7 @@ from webhook.cluster.state import EXAMPLE_STATE
 def server(tmp_path_factory):
     directory = tmp_path_factory.mktemp("server")
     with running_server(directory, "--state", str(EXAMPLE_STATE)) as (url, ca, _process):
-        session = requests.Session()
-        session.verify = str(ca)
-        session.trust_env = False  # REQUESTS_CA_BUNDLE would override verify
+        session = verifying_session(ca)
         yield url, session, directory / "server.log"
 
 

@@ -67,6 +67,14 @@ def rotate(directory: Path) -> None:
         os.replace(temporary, directory / name)
 
 
+def verifying_session(ca: Path) -> requests.Session:
+    """A requests session that trusts only `ca` (REQUESTS_CA_BUNDLE would override verify)."""
+    session = requests.Session()
+    session.verify = str(ca)
+    session.trust_env = False
+    return session
+
+
 @contextmanager
 def running_server(directory: Path, *args: str, workers: int | None = None,
                    ready_timeout: float = 30):
