@@ -78,7 +78,7 @@ def test_autoscaler_scale_down_is_clamped_to_the_safe_count_and_then_allowed(ser
     assert {k: v for k, v in scale.items() if k != "spec"} == {
         k: v for k, v in body["request"]["object"].items() if k != "spec"}
     assert response["warnings"][0].startswith(
-        "poolguard: lowered the scale-down of Deployment ml/llm-serve from 6 to 3 to 4 replicas")
+        "poolguard: scaled Deployment ml/llm-serve from 6 to 4 replicas, not the 3 asked")
     assert any("[protectedLast]" in w for w in response["warnings"])
     assert all(len(w) <= 120 and "\n" not in w for w in response["warnings"])
     assert response["auditAnnotations"] == {"clamped": "6->3 became 6->4",

@@ -314,8 +314,8 @@ def test_plan_as_the_hpa_says_clamped_in_text_json_html_and_the_audit(files, tmp
     assert (doc["clampedTo"], doc["allowed"], doc["requester"]) == (3, True, hpa)
     text = run("--workload", "deploy/ml/clampable", "--replicas", "1", "--as", hpa)
     assert "Verdict: CLAMPED to 3\n" in text
-    assert (f"  as {hpa}: lowered the scale-down of Deployment ml/clampable from 4 to 1 to 3 "
-            "replicas") in text
+    assert (f"  as {hpa}: scaled Deployment ml/clampable from 4 to 3 replicas, "
+            "not the 1 asked") in text
     person = run("--workload", "deploy/ml/clampable", "--replicas", "1", "--as", "alice")
     assert "Verdict: DENIED (enforcement: enforce)" in person
     page = tmp_path / "plan.html"

@@ -55,7 +55,7 @@ def test_unsafe_request_is_lowered_to_the_smallest_safe_count():
     assert (clamp.replicas, clamp.clamped, clamp.holds) == (3, True, False)
     assert clamp.assessment.verdict.safe_replicas == 3
     assert clamp.reason() == (
-        "lowered the scale-down of Deployment ml/svc from 5 to 2 to 3 replicas: 2 would "
+        "scaled Deployment ml/svc from 5 to 3 replicas, not the 2 asked: 2 would "
         "break [protectedLast] now; 3 is the smallest count that breaks no rule")
     # the clamped count is what /validate-scale then allows
     assert not assess_scale(view, policy(), deploy, 3, NOW, quick=True).verdict.violations

@@ -54,8 +54,8 @@ class Clamp:
         if self.holds:
             return (f"kept {what} at {self.current} replicas (asked: {self.requested}): every "
                     f"lower count would break [{rules}] now")
-        return (f"lowered the scale-down of {what} from {self.current} to {self.requested} "
-                f"to {self.replicas} replicas: {self.requested} would break [{rules}] now; "
+        return (f"scaled {what} from {self.current} to {self.replicas} replicas, not the "
+                f"{self.requested} asked: {self.requested} would break [{rules}] now; "
                 f"{self.replicas} is the smallest count that breaks no rule")
 
 
