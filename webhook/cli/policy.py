@@ -56,9 +56,22 @@ def run_policy_check(args: argparse.Namespace) -> int:
     return 0
 
 
+class _BlockDumper(yaml.SafeDumper):
+    """Multi-line strings (the CEL expressions) as literal blocks, as a person writes them."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_BlockDumper.add_representer(str, _represent_str)
+
+
 def admission_policy_yaml(objects: list[dict]) -> str:
     """The objects as one multi-document YAML text, in the order given."""
-    return "---\n".join(yaml.safe_dump(obj, sort_keys=False, width=100) for obj in objects)
+    return "---\n".join(yaml.dump(obj, Dumper=_BlockDumper, sort_keys=False, width=100)
+                         for obj in objects)
 
 
 def run_admission_policy(args: argparse.Namespace) -> int:

@@ -23,75 +23,89 @@ from .deletion_cost import (
     POOL_ANNOTATION,
     format_deletion_cost,
 )
-from .mutation import SKIP_LABEL
+from .mutation import SKIP_LABEL, escape_pointer
 from .policy import Policy, PolicyError
 
 NAME = "poolguard-deletion-cost"
+LABELS = {"app.kubernetes.io/name": "poolguard", "app.kubernetes.io/part-of": "poolguard",
+          "app.kubernetes.io/component": "admission-policy"}
 POOL_KEY_PREFIX = "pool."
 # A pool name becomes part of a ConfigMap key; pool names are node label values, whose
 # syntax fits inside a key's.
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
 
-# The pool the pod pins, or '' when none: mutation.pinned_pool in CEL.
+
+def _lines(*lines: str) -> str:
+    return "\n".join(lines)
+
+
+# The pool the pod pins, or "" when none: mutation.pinned_pool in CEL. Every expression is
+# a few lines (CEL ignores the line breaks) so that the YAML stays readable.
+_AFFINITY = "object.spec.affinity.nodeAffinity"
+_REQUIRED = f"{_AFFINITY}.requiredDuringSchedulingIgnoredDuringExecution"
 _VARIABLES = [
     ("poolLabel", "params.data.poolLabel"),
-    ("selectorPool",
-     "has(object.spec.nodeSelector) && variables.poolLabel in object.spec.nodeSelector"
-     " ? object.spec.nodeSelector[variables.poolLabel] : ''"),
-    ("terms",
-     "has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity)"
-     " && has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution)"
-     " && has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-     ".nodeSelectorTerms)"
-     " ? object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-     ".nodeSelectorTerms : []"),
+    ("selectorPool", _lines(
+        "has(object.spec.nodeSelector) && variables.poolLabel in object.spec.nodeSelector",
+        "? object.spec.nodeSelector[variables.poolLabel] : ''")),
+    ("terms", _lines(
+        f"has(object.spec.affinity) && has({_AFFINITY})",
+        f"&& has({_REQUIRED})",
+        f"&& has({_REQUIRED}.nodeSelectorTerms)",
+        f"? {_REQUIRED}.nodeSelectorTerms : []")),
     # Per term: its `In` expressions on the pool label (terms are ORed, expressions ANDed).
-    ("termExpressions",
-     "variables.terms.map(t, has(t.matchExpressions) ? t.matchExpressions.filter(e,"
-     " e.key == variables.poolLabel && e.operator == 'In') : [])"),
-    # Per term: the single pool it requires, or '' (none, several, or a multi-value In).
-    ("termPools",
-     "variables.termExpressions.map(es, size(es) == 0"
-     " || es.exists(e, !has(e.values) || size(e.values) != 1)"
-     " || !es.all(e, e.values[0] == es[0].values[0]) ? '' : es[0].values[0])"),
-    ("affinityPool",
-     "size(variables.termPools) > 0"
-     " && variables.termPools.all(p, p != '' && p == variables.termPools[0])"
-     " ? variables.termPools[0] : ''"),
+    ("termExpressions", _lines(
+        "variables.terms.map(t, has(t.matchExpressions)",
+        "  ? t.matchExpressions.filter(e, e.key == variables.poolLabel && e.operator == 'In')",
+        "  : [])")),
+    # Per term: the single pool it requires, or "" (none, several, or a multi-value In).
+    ("termPools", _lines(
+        "variables.termExpressions.map(es, size(es) == 0",
+        "  || es.exists(e, !has(e.values) || size(e.values) != 1)",
+        "  || !es.all(e, e.values[0] == es[0].values[0])",
+        "  ? '' : es[0].values[0])")),
+    ("affinityPool", _lines(
+        "size(variables.termPools) > 0",
+        "&& variables.termPools.all(p, p != '' && p == variables.termPools[0])",
+        "? variables.termPools[0] : ''")),
     # A nodeSelector that contradicts the affinity: the pod never schedules; do not guess.
-    ("pool",
-     "variables.affinityPool == '' ? variables.selectorPool"
-     " : (variables.selectorPool == '' || variables.selectorPool == variables.affinityPool"
-     " ? variables.affinityPool : '')"),
-    ("cost",
-     f"'{POOL_KEY_PREFIX}' + variables.pool in params.data"
-     f" ? params.data['{POOL_KEY_PREFIX}' + variables.pool]"
-     " : params.data.defaultDeletionCost"),
+    ("pool", _lines(
+        "variables.affinityPool == '' ? variables.selectorPool",
+        ": variables.selectorPool == '' || variables.selectorPool == variables.affinityPool",
+        "? variables.affinityPool : ''")),
+    ("cost", _lines(
+        f"'{POOL_KEY_PREFIX}' + variables.pool in params.data",
+        f"? params.data['{POOL_KEY_PREFIX}' + variables.pool]",
+        ": params.data.defaultDeletionCost")),
 ]
 
-_MUTATION = (
-    "variables.pool == '' ? [] : !has(object.metadata.annotations) ? [JSONPatch{op: 'add',"
-    " path: '/metadata/annotations', value: {"
-    f"'{DELETION_COST_ANNOTATION}': variables.cost,"
-    f" '{MANAGED_COST_ANNOTATION}': variables.cost,"
-    f" '{POOL_ANNOTATION}': variables.pool}}}}]"
-    " : [JSONPatch{op: 'add', path: '/metadata/annotations/'"
-    f" + jsonpatch.escapeKey('{DELETION_COST_ANNOTATION}'), value: variables.cost}},"
-    " JSONPatch{op: 'add', path: '/metadata/annotations/'"
-    f" + jsonpatch.escapeKey('{MANAGED_COST_ANNOTATION}'), value: variables.cost}},"
-    " JSONPatch{op: 'add', path: '/metadata/annotations/'"
-    f" + jsonpatch.escapeKey('{POOL_ANNOTATION}'), value: variables.pool}}]"
-)
+
+def _add(key: str, value: str) -> str:
+    """A JSONPatch adding one annotation, its path escaped as annotation_patch escapes it."""
+    return (f"JSONPatch{{op: 'add', path: '/metadata/annotations/{escape_pointer(key)}',"
+            f" value: {value}}}")
+
+
+# The annotations CostDecision.annotations writes for a pinned pool.
+_MUTATION = _lines(
+    "variables.pool == '' ? []",
+    ": !has(object.metadata.annotations) ? [JSONPatch{op: 'add', path: '/metadata/annotations',",
+    f"    value: {{'{DELETION_COST_ANNOTATION}': variables.cost,",
+    f"            '{MANAGED_COST_ANNOTATION}': variables.cost,",
+    f"            '{POOL_ANNOTATION}': variables.pool}}}}]",
+    f": [{_add(DELETION_COST_ANNOTATION, 'variables.cost')},",
+    f"   {_add(MANAGED_COST_ANNOTATION, 'variables.cost')},",
+    f"   {_add(POOL_ANNOTATION, 'variables.pool')}]")
 
 _MATCH_CONDITIONS = [
     # Break-glass for one object, as on the webhooks.
-    ("not-skipped",
-     f"!(has(object.metadata.labels) && '{SKIP_LABEL}' in object.metadata.labels"
-     f" && object.metadata.labels['{SKIP_LABEL}'] == 'true')"),
+    ("not-skipped", _lines(
+        f"!(has(object.metadata.labels) && '{SKIP_LABEL}' in object.metadata.labels",
+        f"&& object.metadata.labels['{SKIP_LABEL}'] == 'true')")),
     # A cost the pod arrives with is a person's (or a template's): it is kept.
-    ("no-deletion-cost",
-     f"!(has(object.metadata.annotations)"
-     f" && '{DELETION_COST_ANNOTATION}' in object.metadata.annotations)"),
+    ("no-deletion-cost", _lines(
+        "!(has(object.metadata.annotations)",
+        f"&& '{DELETION_COST_ANNOTATION}' in object.metadata.annotations)")),
 ]
 
 
@@ -102,8 +116,11 @@ def admission_policy_objects(policy: Policy, namespace: str = "poolguard",
     `namespace` is poolguard's own: the params live there, and pods there (like those in
     kube-system) are never mutated, as the webhooks never see them.
     """
-    return [params_config_map(policy, namespace, name),
-            _policy(namespace, name), _binding(policy, namespace, name)]
+    objects = [params_config_map(policy, namespace, name),
+               _policy(namespace, name), _binding(policy, namespace, name)]
+    for obj in objects:
+        obj["metadata"]["labels"] = dict(LABELS)
+    return objects
 
 
 def params_config_map(policy: Policy, namespace: str, name: str) -> dict[str, Any]:
