@@ -111,3 +111,13 @@ def test_kube_system_and_skip_labelled_namespaces_get_nothing(
             assert COST_ANNOTATION not in annotations(pod), where
     finally:
         env.delete_namespace(skipped)
+
+
+def test_documented_dry_run_probe_prints_the_annotations(env: Environment,
+                                                         namespace: str) -> None:
+    """docs/install.md's check that the policy is in force, as written there."""
+    probe = env.kubectl("-n", namespace, "run", "probe", "--image=registry.k8s.io/pause",
+                        "--dry-run=server", "--overrides",
+                        '{"spec": {"nodeSelector": {"node.usage": "inference"}}}',
+                        "-o", "jsonpath={.metadata.annotations}", check=True)
+    assert '"controller.kubernetes.io/pod-deletion-cost":"1000"' in probe.stdout, str(probe)
