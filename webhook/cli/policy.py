@@ -2,13 +2,20 @@
 
 Exit code 0 when the file is a valid policy (the explanation is printed), 2 when it is not
 (one `error:` line naming the file and the field, from the same parser the server uses).
+
+`python -m webhook policy admission-policy [FILE]`: print the MutatingAdmissionPolicy, its
+binding and its params (the pool-to-cost table) for the policy, as YAML for kubectl apply.
 """
 
 from __future__ import annotations
 
 import argparse
 
+import yaml
+
 from ..cluster.state import load_policy
+from ..core.admission_policy import admission_policy_objects
+from ..core.policy import default_policy
 from ..core.policy_text import explain_policy
 
 
@@ -28,6 +35,17 @@ def add_policy_parser(commands: argparse._SubParsersAction) -> None:
     check.add_argument("--quiet", "-q", action="store_true",
                        help="print nothing when the policy is valid")
     check.set_defaults(run=run_policy_check)
+    generate = actions.add_parser(
+        "admission-policy", help="print the MutatingAdmissionPolicy for a policy file",
+        description="Print, as YAML for kubectl apply, the MutatingAdmissionPolicy, its "
+        "binding and its params ConfigMap (the pool-to-cost table) that set the deletion "
+        "cost inside the API server for pods whose pool is known at creation (nodeSelector "
+        "or required node affinity on the pool label), with no webhook. Without FILE: the "
+        "built-in policy.")
+    generate.add_argument("file", metavar="FILE", nargs="?", help="the policy YAML file")
+    generate.add_argument("--namespace", "-n", default="poolguard",
+                          help="poolguard's namespace (holds the params; never mutated)")
+    generate.set_defaults(run=run_admission_policy)
 
 
 def run_policy_check(args: argparse.Namespace) -> int:
@@ -35,4 +53,28 @@ def run_policy_check(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"{args.file}: a valid poolguard policy.\n")
         print("\n".join(explain_policy(policy)))
+    return 0
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Multi-line strings (the CEL expressions) as literal blocks, as a person writes them."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_BlockDumper.add_representer(str, _represent_str)
+
+
+def admission_policy_yaml(objects: list[dict]) -> str:
+    """The objects as one multi-document YAML text, in the order given."""
+    return "---\n".join(yaml.dump(obj, Dumper=_BlockDumper, sort_keys=False, width=100)
+                         for obj in objects)
+
+
+def run_admission_policy(args: argparse.Namespace) -> int:
+    policy = load_policy(args.file) if args.file else default_policy()
+    print(admission_policy_yaml(admission_policy_objects(policy, args.namespace)), end="")
     return 0
