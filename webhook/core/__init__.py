@@ -22,5 +22,6 @@ One concern per module, listed in the order they build on each other:
 - prediction.py                 the victims of a scale, per workload kind
 - verdict.py, assessment.py, decision.py   judging a prediction against the policy
 - clamp.py                      an autoscaler's scale-down lowered to the safe count
+- admission_policy.py           the MutatingAdmissionPolicy that sets costs without the webhook
 - text.py                       long messages split into short lines
 """
