@@ -8,7 +8,7 @@ is on this machine (the Service range is on loopback), where the fake listens.
 
 Every pod uses 1% of its CPU request, so the HPA wants minReplicas. poolguard lowers that
 scale-down to the smallest safe count; once the placement allows (a cost fixed), a later
-HPA sync goes the rest of the way.
+HPA sync goes the rest of the way. A person's scale of the same Deployment is still denied.
 """
 
 from __future__ import annotations
@@ -203,6 +203,11 @@ def test_real_hpa_scales_down_as_far_as_is_safe_then_the_rest(
     assert conditions["ScalingActive"] == "True/ValidMetricFound", conditions
     assert status["desiredReplicas"] == MIN_REPLICAS, status
     assert "FailedRescale" not in hpa_event_reasons(env, ns, "asr")
+    # a person asking the same of the same Deployment is still denied
+    person = env.kubectl("-n", ns, "scale", "deployment/asr", f"--replicas={MIN_REPLICAS}")
+    assert person.code != 0, str(person)
+    assert 'admission webhook "scale.poolguard.dev" denied the request' in person.stderr
+    assert env.apps.read_namespaced_deployment("asr", ns).spec.replicas == expected
 
     # the cost fixed to the policy's: the held pod goes first, so 2 is safe now
     env.kubectl("-n", ns, "annotate", "--overwrite", "pod", held,
