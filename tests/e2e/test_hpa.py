@@ -190,7 +190,8 @@ def test_real_hpa_scales_down_as_far_as_is_safe_then_the_rest(
     # the first sync asks 6 -> 2 and gets 4; a later one asks 4 -> 2 and stays at 4
     wait_for("two clamped HPA syncs", lambda: clamps(env, ns, "asr")[:2] == [
         f"6->{MIN_REPLICAS} became 6->{expected}",
-        f"{expected}->{MIN_REPLICAS} became {expected}->{expected}"], timeout=60)
+        f"{expected}->{MIN_REPLICAS} became {expected}->{expected}"], timeout=60,
+        interval=1.0)  # the audit log is read whole: it holds the earlier tests' events
     assert HPA_USER in metrics_api.users(f"/apis/metrics.k8s.io/v1beta1/namespaces/{ns}/pods")
     assert env.apps.read_namespaced_deployment("asr", ns).spec.replicas == expected
     wait_settled(env, ns)
