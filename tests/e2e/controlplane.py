@@ -38,7 +38,10 @@ REPO = Path(__file__).resolve().parents[2]
 DEFAULT_BIN = Path.home() / ".cache" / "poolguard-e2e" / K8S_VERSION / "bin"
 CONTROLLERS = ("deployment-controller", "replicaset-controller", "statefulset-controller",
                "serviceaccount-controller", "garbage-collector-controller",
-               "namespace-controller")
+               "namespace-controller", "horizontal-pod-autoscaler-controller")
+# The front proxy's client certificate: the API server presents it when it proxies a request
+# to an aggregated API (an APIService), with the caller in X-Remote-User/-Group headers.
+FRONT_PROXY_CLIENT = "front-proxy-client"
 # Identities: kubeconfig name -> (user, groups)
 IDENTITIES = {
     "admin": ("e2e-admin", ("system:masters",)),
@@ -125,7 +128,8 @@ def _certificate(subject: x509.Name, public_key: Any, issuer: x509.Name, signing
 
 
 def make_pki(directory: Path) -> None:
-    """CA, apiserver serving cert, ServiceAccount key pair and one client cert per identity."""
+    """CA, apiserver serving cert, ServiceAccount key pair, one client cert per identity,
+    and the front proxy's CA and client cert (the aggregation layer)."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "poolguard-e2e-ca")])
@@ -147,6 +151,20 @@ def make_pki(directory: Path) -> None:
         attributes = [x509.NameAttribute(NameOID.COMMON_NAME, user)]
         attributes += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
         issue(f"client-{stem}", x509.Name(attributes), client=True)
+    # A CA of its own, as kubeadm does: a client certificate of the cluster CA must not
+    # be able to assert any user in X-Remote-User to an aggregated API server.
+    proxy_key = ec.generate_private_key(ec.SECP256R1())
+    proxy_ca = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "poolguard-e2e-front-proxy")])
+    proxy_cert = _certificate(proxy_ca, proxy_key.public_key(), proxy_ca, proxy_key, ca=True)
+    (directory / "front-proxy-ca.crt").write_bytes(
+        proxy_cert.public_bytes(serialization.Encoding.PEM))
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    client_cert = _certificate(
+        x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, FRONT_PROXY_CLIENT)]),
+        client_key.public_key(), proxy_ca, proxy_key, client=True)
+    (directory / "front-proxy-client.crt").write_bytes(
+        client_cert.public_bytes(serialization.Encoding.PEM))
+    (directory / "front-proxy-client.key").write_bytes(_pem_key(client_key))
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     (directory / "sa.key").write_bytes(_pem_key(sa_key))
     (directory / "sa.pub").write_bytes(sa_key.public_key().public_bytes(
@@ -339,6 +357,14 @@ class ControlPlane:
             # Adds node.kubernetes.io/not-ready to every new Node; no node-lifecycle
             # controller runs here to take it off again.
             "--disable-admission-plugins=TaintNodesByCondition",
+            # The aggregation layer (tests/e2e/fake_metrics.py serves metrics.k8s.io)
+            f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+            f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
             f"--audit-policy-file={self.run_dir / 'audit-policy.yaml'}",
             f"--audit-log-path={self.audit_log}", "--audit-log-format=json",
             "--audit-log-mode=blocking",
@@ -370,7 +396,9 @@ class ControlPlane:
             "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
             f"--kube-api-qps={self.client_qps}", f"--kube-api-burst={self.client_burst}",
             "--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
-            "--concurrent-statefulset-syncs=10", "--v=1"])
+            "--concurrent-statefulset-syncs=10",
+            # the HPA's default is 15 s; the e2e tier waits for two of its syncs
+            "--horizontal-pod-autoscaler-sync-period=5s", "--v=1"])
 
     def _start_scheduler(self) -> None:
         kubeconfig = str(self.kubeconfig("scheduler"))
