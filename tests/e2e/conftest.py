@@ -63,8 +63,8 @@ def env() -> Iterator[Environment]:
 # --- the summary line ----------------------------------------------------------------------
 
 _outcomes: dict[str, str] = {}
-SCENARIO_MODULES = ("test_scenarios.py", "test_controllers.py", "test_hpa.py", "test_admission_policy.py",
-                    "test_helm.py")
+SCENARIO_MODULES = ("test_scenarios.py", "test_controllers.py", "test_hpa.py",
+                    "test_admission_policy.py", "test_helm.py")
 
 
 def _is_scenario(nodeid: str) -> bool:
