@@ -16,12 +16,16 @@ from typing import Any
 import pytest
 
 from tests.support import factories as f
+from webhook.core.assessment import assess_scale
+from webhook.core.cluster import Snapshot
 from webhook.core.deployment_sync import replicaset_targets
 from webhook.core.deployment_util import (
     DESIRED_REPLICAS_ANNOTATION,
     MAX_REPLICAS_ANNOTATION,
     max_surge,
 )
+from webhook.core.kube import parse_time_ns
+from webhook.core.policy import parse_policy
 
 NEW_TS = "2016-05-20T02:00:00Z"  # newTimestamp
 OLD_TS = "2016-05-20T01:00:00Z"  # oldTimestamp
@@ -154,3 +158,91 @@ def test_recreate_rollout_is_not_scaled_proportionally():
     notes: list[str] = []
     assert replicaset_targets(deployment, [new, old], 2, notes) == {}
     assert notes and "Recreate" in notes[0]
+
+
+# --- The next sync reads availability from before the victims went ----------------------
+#
+# sync.go `sync` (paused) and rolling.go `rolloutRolling` (unpaused) run again on the
+# split's own ReplicaSet update; IsSaturated and reconcileOldReplicaSets read the new
+# ReplicaSet's status.availableReplicas, which still counts the pods it is deleting
+# (replica_set.go writes calculateStatus over the pods listed before the deletions) or
+# is the value recorded before the scale. When that count is the new target, the old
+# ReplicaSets go to 0, whatever the survivors' availability.
+
+RACE_NOW = parse_time_ns("2026-03-15T12:00:00Z")
+RACE_POLICY = parse_policy({"pools": [
+    {"name": "inference", "deletionCost": 1000, "protected": True},
+    {"name": "hybrid", "deletionCost": -100}]})
+RECENT = "2026-03-15T11:59:50Z"  # ready 10 s before RACE_NOW
+
+
+def race_cluster(paused: bool, unavailable: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """3 -> 2 mid-rollout splits to new 3 -> 2, old 2 -> 2. The old ReplicaSet runs on
+    the protected pool, the new one on hybrid nodes; the new one deletes new-x (the
+    cheapest) and keeps new-y and new-z, where new-z is not available (`unavailable`:
+    "not-ready", "min-ready" or "both-min-ready", where new-y is not available either).
+    """
+    deployment = f.deployment("web", replicas=3, max_surge=2, max_unavailable=0)
+    deployment["spec"]["paused"] = paused
+    deployment["spec"]["minReadySeconds"] = 60
+    old = f.replicaset("web-old", replicas=2, owner=deployment, image=OLD_IMAGE,
+                       pod_hash="old", created="2026-01-01T00:00:00Z")
+    new = f.replicaset("web-new", replicas=3, owner=deployment, pod_hash="new",
+                       created="2026-02-01T00:00:00Z", available=2)
+    for rs in (old, new):
+        _annotate(rs, 3, 5)
+    new_y_ready = RECENT if unavailable == "both-min-ready" else f.T0
+    if unavailable == "not-ready":
+        # The status was written while new-z was still ready; new-x, in phase Unknown,
+        # goes before the Running new-z.
+        new_x = f.pod("new-x", owner=new, node_name="hyb-1", phase="Unknown", ready=False)
+        new_z = f.pod("new-z", owner=new, node_name="hyb-2", ready=False)
+    else:
+        new_x = f.pod("new-x", owner=new, node_name="hyb-1", cost="-100")
+        new_z = f.pod("new-z", owner=new, node_name="hyb-2", ready_time=RECENT)
+    if unavailable == "both-min-ready":
+        new["status"]["availableReplicas"] = 1
+    pods = [
+        f.pod("old-a", owner=old, node_name="inf-1", cost="1000"),
+        f.pod("old-b", owner=old, node_name="inf-2", cost="1000"),
+        new_x,
+        f.pod("new-y", owner=new, node_name="hyb-1", ready_time=new_y_ready),
+        new_z,
+    ]
+    nodes = [f.node("inf-1", "inference"), f.node("inf-2", "inference"),
+             f.node("hyb-1", "hybrid"), f.node("hyb-2", "hybrid")]
+    return deployment, [deployment, old, new, *nodes, *pods]
+
+
+@pytest.mark.parametrize("paused", [True, False])
+@pytest.mark.parametrize("unavailable", ["not-ready", "min-ready"])
+def test_a_stale_available_count_may_scale_the_old_replicasets_to_zero(paused, unavailable):
+    deployment, objects = race_cluster(paused, unavailable)
+    view = Snapshot(objects)
+    assessment = assess_scale(view, RACE_POLICY, deployment, 2, RACE_NOW)
+    prediction = assessment.prediction
+    # The split itself, and the outcome where the status update lands first.
+    assert prediction.replica_set_targets == {"web-old": (2, 2), "web-new": (3, 2)}
+    assert [p.name for p in prediction.victims] == ["new-x"]
+    # The other outcome: the old ReplicaSet goes to 0.
+    assert sorted(p.name for p in prediction.possible_victims) == ["old-a", "old-b"]
+    assert any("scales web-old to 0 (a race" in note for note in prediction.notes)
+    # The worst case deletes both protected pods while new-y and new-z (hybrid) stay.
+    assert assessment.verdict.allowed is False
+    (violation,) = assessment.verdict.violations
+    assert violation.message.startswith("may delete protected-pool pods old-a")
+    assert "new-y (node hyb-1, pool hybrid)" in violation.message
+
+
+@pytest.mark.parametrize("paused", [True, False])
+def test_a_stale_count_below_the_target_keeps_the_old_replicasets(paused):
+    deployment, objects = race_cluster(paused, "both-min-ready")
+    assessment = assess_scale(Snapshot(objects), RACE_POLICY, deployment, 2, RACE_NOW)
+    prediction = assessment.prediction
+    assert prediction.replica_set_targets == {"web-old": (2, 2), "web-new": (3, 2)}
+    assert [p.name for p in prediction.victims] == ["new-x"]
+    assert prediction.possible_victims == []
+    assert prediction.tie_groups == []
+    assert not any("a race" in note for note in prediction.notes)
+    assert assessment.verdict.allowed is True
+    assert assessment.verdict.violations == []

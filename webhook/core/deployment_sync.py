@@ -23,7 +23,7 @@ from .deployment_util import (
     max_surge,
     replicaset_proportion,
 )
-from .kube import name_of, replicas_of, spec_of
+from .kube import name_of, replicas_of, spec_of, status_of
 from .ownership import owned_pod_facts
 from .podfacts import PodFacts
 from .replicaset_sync import Deletion, deletions_of_facts
@@ -116,6 +116,54 @@ def after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mappin
     return targets
 
 
+def stale_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[str, Any]],
+                     targets: Mapping[str, int], to_replicas: int,
+                     all_pods: Sequence[PodFacts], now_ns: int | None) -> bool:
+    """Whether a next sync can find the new ReplicaSet saturated on a stale count, where
+    its survivors alone (`after_saturation`) do not make it so.
+
+    The split's update of the new ReplicaSet triggers another sync of the Deployment:
+    paused, sync.go `sync` calls `scale`, whose IsSaturated
+    (util/deployment_util.go) scales every old ReplicaSet to 0; unpaused, rolling.go
+    `rolloutRolling` reaches `reconcileOldReplicaSets`, which counts none of the new
+    ReplicaSet's pods as unavailable and, through `cleanupUnhealthyReplicas` and
+    `scaleDownOldReplicaSetsForRollingUpdate`, scales the old ReplicaSets to 0 as well.
+    Both read `status.availableReplicas`, which until the ReplicaSet controller has seen
+    its victims go is stale: the value in the object now (the sync may run before the
+    ReplicaSet controller's), or the available pods before the deletions
+    (replicaset/replica_set.go `syncReplicaSet` writes `calculateStatus` over the pods it
+    listed before deleting). Which of those a sync reads is a race.
+    """
+    scaled = {**deployment, "spec": {**spec_of(deployment), "replicas": to_replicas}}
+    new_rs = find_new_replicaset(scaled, replicasets)
+    if new_rs is None or to_replicas == 0 or targets.get(name_of(new_rs)) != to_replicas:
+        return False
+    if not any(size > 0 for name, size in targets.items() if name != name_of(new_rs)):
+        return False
+    min_ready_ns = int(spec_of(deployment).get("minReadySeconds") or 0) * 1_000_000_000
+    listed = sum(1 for pod in owned_pod_facts(all_pods, new_rs)
+                 if pod.active and _available(pod, min_ready_ns, now_ns))
+    recorded = int(status_of(new_rs).get("availableReplicas") or 0)
+    return to_replicas in (recorded, listed)
+
+
+def stale_race_groups(groups: Sequence[TieGroup], old_pods: Sequence[RankedPod],
+                      new_rs: str) -> list[TieGroup]:
+    """The tie groups when the old ReplicaSets' pods (`old_pods`) may all go
+    (`stale_saturation`): one group of them all, every one removed in the worst case;
+    the other groups keep their members outside it and at most as many removals."""
+    old_ids = {id(p) for p in old_pods}
+    kept = []
+    for group in groups:
+        rest = [p for p in group.members if id(p) not in old_ids]
+        removed = min(group.removed, len(rest))
+        if removed:
+            kept.append(TieGroup(members=rest, removed=removed, why=group.why))
+    why = (f"its ReplicaSet goes to 0 if the Deployment controller's next sync reads "
+           f"{new_rs}'s availability from before its victims went (a race)")
+    return [*kept, TieGroup(members=list(old_pods), removed=len(old_pods), why=why)]
+
+
 def two_step_group(pods: Sequence[PodFacts], all_pods: Sequence[PodFacts],
                     first: int, one_step: Deletion, now_ns: int | None,
                     burst: int) -> list[TieGroup]:
@@ -158,7 +206,7 @@ def _saturated_after(new_rs: Mapping[str, Any] | None, targets: Mapping[str, int
         _available(pod, min_ready_ns, now_ns) for pod in survivors)
 
 
-def _available(pod: RankedPod, min_ready_ns: int, now_ns: int | None) -> bool:
+def _available(pod: RankedPod | PodFacts, min_ready_ns: int, now_ns: int | None) -> bool:
     """IsPodAvailable: ready, and for at least minReadySeconds."""
     if not pod.ready:
         return False
