@@ -55,6 +55,8 @@ def deployment(name: str, replicas: int, template: dict[str, Any], *,
     return {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
         "spec": {"replicas": replicas, "paused": paused, "minReadySeconds": min_ready_seconds,
+                 # The API server wants the deadline above minReadySeconds.
+                 "progressDeadlineSeconds": max(600, 2 * min_ready_seconds),
                  "selector": {"matchLabels": {"app": template["metadata"]["labels"]["app"]}},
                  "strategy": {"type": "RollingUpdate", "rollingUpdate": {
                      "maxSurge": max_surge, "maxUnavailable": max_unavailable}},
