@@ -26,6 +26,7 @@ from webhook.core.deployment_util import (
 )
 from webhook.core.kube import parse_time_ns
 from webhook.core.policy import parse_policy
+from webhook.core.prediction import predict_scale
 
 NEW_TS = "2016-05-20T02:00:00Z"  # newTimestamp
 OLD_TS = "2016-05-20T01:00:00Z"  # oldTimestamp
@@ -246,3 +247,33 @@ def test_a_stale_count_below_the_target_keeps_the_old_replicasets(paused):
     assert not any("a race" in note for note in prediction.notes)
     assert assessment.verdict.allowed is True
     assert assessment.verdict.violations == []
+
+
+@pytest.mark.parametrize("paused", [True, False])
+def test_an_unpaused_rollout_scales_a_new_replicaset_above_the_count_down(paused):
+    """3 -> 2 with maxSurge 2: allowed 2 + 2 = 4 pods, the ReplicaSets hold 4, so the
+    split changes nothing. Unpaused, rolling.go `reconcileNewReplicaSet` then scales the
+    new ReplicaSet (3) down to 2: it deletes its unready pod, keeps two available ones, is
+    saturated, and the old ReplicaSet goes to 0. Paused, `sync` only runs `scale`."""
+    deployment = f.deployment("web", "default", 3, max_surge=2, max_unavailable=0)
+    deployment["spec"]["paused"] = paused
+    old = f.replicaset("web-old", "default", 1, owner=deployment, image=OLD_IMAGE,
+                       pod_hash="old", created=OLD_TS)
+    new = f.replicaset("web-new", "default", 3, owner=deployment, pod_hash="new",
+                       created=NEW_TS, available=2)
+    for rs in (old, new):
+        _annotate(rs, 3, 5)
+    pods = [f.pod("old-a", "default", owner=old, node_name="inf-1"),
+            f.pod("new-a", "default", owner=new, node_name="inf-1"),
+            f.pod("new-b", "default", owner=new, node_name="hyb-1"),
+            f.pod("new-c", "default", owner=new, node_name="hyb-1", ready=False)]
+    prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 2,
+                               RACE_NOW)
+    if paused:
+        assert prediction.replica_set_targets == {"web-old": (1, 1), "web-new": (3, 3)}
+        assert prediction.victims == []
+        return
+    assert prediction.replica_set_targets == {"web-old": (1, 0), "web-new": (3, 2)}
+    assert sorted(p.name for p in prediction.victims) == ["new-c", "old-a"]
+    assert prediction.possible_victims == []
+    assert any("scales the new ReplicaSet web-new down to 2" in n for n in prediction.notes)

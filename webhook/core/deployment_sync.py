@@ -91,14 +91,18 @@ def after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mappin
       status.availableReplicas equal the Deployment's replicas) once the ReplicaSet
       controller has removed its victims: every old ReplicaSet goes to 0 (a rollout in
       progress does the same through reconcileOldReplicaSets).
+    - unpaused, rolling.go `rolloutRolling` first runs `reconcileNewReplicaSet`, which
+      scales a new ReplicaSet above the new count down to exactly that count.
     Either way more pods go in the same scale-down.
     """
     if len(targets) < 2:  # no proportional split: the first sync was final
         return targets
     scaled = {**deployment, "spec": {**spec_of(deployment), "replicas": to_replicas}}
     new_rs = find_new_replicaset(scaled, replicasets)
-    for _ in range(len(targets)):
+    rolling = is_rolling_update(scaled) and not spec_of(deployment).get("paused")
+    for _ in range(len(targets) + 1):
         with_pods = [name for name, size in targets.items() if size > 0]
+        new_name = name_of(new_rs) if new_rs is not None else None
         if len(with_pods) == 1 and targets[with_pods[0]] != to_replicas:
             notes.append(f"ReplicaSet {with_pods[0]} is then the only one with pods: the "
                          f"Deployment controller sets it to {to_replicas}")
@@ -111,6 +115,10 @@ def after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mappin
                          "controller scales the old ReplicaSets to 0")
             targets = {name: 0 if name != name_of(new_rs) else size
                        for name, size in targets.items()}
+        elif rolling and new_name is not None and targets.get(new_name, 0) > to_replicas:
+            notes.append(f"the rollout then scales the new ReplicaSet {new_name} down to "
+                         f"{to_replicas}")
+            targets = {**targets, new_name: to_replicas}
         else:
             break
     return targets
