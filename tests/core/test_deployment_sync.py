@@ -178,20 +178,21 @@ RECENT = "2026-03-15T11:59:50Z"  # ready 10 s before RACE_NOW
 
 
 def race_cluster(paused: bool, unavailable: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """3 -> 2 mid-rollout splits to new 3 -> 2, old 2 -> 2. The old ReplicaSet runs on
-    the protected pool, the new one on hybrid nodes; the new one deletes new-x (the
+    """3 -> 2 mid-rollout (maxSurge 1, maxUnavailable 0, a rollout that stands still:
+    one new pod is not available) splits to new 3 -> 2, old 1 -> 1. The old ReplicaSet
+    runs on the protected pool, the new one on hybrid nodes; the new one deletes new-x (the
     cheapest) and keeps new-y and new-z, where new-z is not available (`unavailable`:
     "not-ready", "min-ready" or "both-min-ready", where new-y is not available either).
     """
-    deployment = f.deployment("web", replicas=3, max_surge=2, max_unavailable=0)
+    deployment = f.deployment("web", replicas=3, max_surge=1, max_unavailable=0)
     deployment["spec"]["paused"] = paused
     deployment["spec"]["minReadySeconds"] = 60
-    old = f.replicaset("web-old", replicas=2, owner=deployment, image=OLD_IMAGE,
+    old = f.replicaset("web-old", replicas=1, owner=deployment, image=OLD_IMAGE,
                        pod_hash="old", created="2026-01-01T00:00:00Z")
     new = f.replicaset("web-new", replicas=3, owner=deployment, pod_hash="new",
                        created="2026-02-01T00:00:00Z", available=2)
     for rs in (old, new):
-        _annotate(rs, 3, 5)
+        _annotate(rs, 3, 4)
     new_y_ready = RECENT if unavailable == "both-min-ready" else f.T0
     if unavailable == "not-ready":
         # The status was written while new-z was still ready; new-x, in phase Unknown,
@@ -205,7 +206,6 @@ def race_cluster(paused: bool, unavailable: str) -> tuple[dict[str, Any], list[d
         new["status"]["availableReplicas"] = 1
     pods = [
         f.pod("old-a", owner=old, node_name="inf-1", cost="1000"),
-        f.pod("old-b", owner=old, node_name="inf-2", cost="1000"),
         new_x,
         f.pod("new-y", owner=new, node_name="hyb-1", ready_time=new_y_ready),
         new_z,
@@ -222,16 +222,17 @@ def test_a_stale_available_count_may_scale_the_old_replicasets_to_zero(paused, u
     view = Snapshot(objects)
     assessment = assess_scale(view, RACE_POLICY, deployment, 2, RACE_NOW)
     prediction = assessment.prediction
-    # The split itself, and the outcome where the status update lands first.
-    assert prediction.replica_set_targets == {"web-old": (2, 2), "web-new": (3, 2)}
+    # The split itself, and the outcome where the status update lands first (unpaused,
+    # maxUnavailable 0 lets the rollout take no old pod while new-z is unavailable).
+    assert prediction.replica_set_targets == {"web-old": (1, 1), "web-new": (3, 2)}
     assert [p.name for p in prediction.victims] == ["new-x"]
     # The other outcome: the old ReplicaSet goes to 0.
-    assert sorted(p.name for p in prediction.possible_victims) == ["old-a", "old-b"]
+    assert [p.name for p in prediction.possible_victims] == ["old-a"]
     assert any("scales web-old to 0 (a race" in note for note in prediction.notes)
-    # The worst case deletes both protected pods while new-y and new-z (hybrid) stay.
+    # The worst case deletes the protected pod while new-y and new-z (hybrid) stay.
     assert assessment.verdict.allowed is False
     (violation,) = assessment.verdict.violations
-    assert violation.message.startswith("may delete protected-pool pods old-a")
+    assert violation.message.startswith("may delete protected-pool pod old-a")
     assert "new-y (node hyb-1, pool hybrid)" in violation.message
 
 
@@ -240,7 +241,7 @@ def test_a_stale_count_below_the_target_keeps_the_old_replicasets(paused):
     deployment, objects = race_cluster(paused, "both-min-ready")
     assessment = assess_scale(Snapshot(objects), RACE_POLICY, deployment, 2, RACE_NOW)
     prediction = assessment.prediction
-    assert prediction.replica_set_targets == {"web-old": (2, 2), "web-new": (3, 2)}
+    assert prediction.replica_set_targets == {"web-old": (1, 1), "web-new": (3, 2)}
     assert [p.name for p in prediction.victims] == ["new-x"]
     assert prediction.possible_victims == []
     assert prediction.tie_groups == []
@@ -277,3 +278,35 @@ def test_an_unpaused_rollout_scales_a_new_replicaset_above_the_count_down(paused
     assert sorted(p.name for p in prediction.victims) == ["new-c", "old-a"]
     assert prediction.possible_victims == []
     assert any("scales the new ReplicaSet web-new down to 2" in n for n in prediction.notes)
+
+
+@pytest.mark.parametrize("paused", [True, False])
+def test_a_stalled_rollout_goes_on_as_far_as_the_smaller_count_allows(paused):
+    """5 -> 3, maxSurge 50%, maxUnavailable 25%: before, three pending new pods hold the
+    rollout (maxScaledDown = 7 - 4 - 3 = 0). The split takes them (new 5 -> 3, old
+    2 -> 2); unpaused, rolling.go `reconcileOldReplicaSets` then finds one pod to spare
+    (maxScaledDown = 5 - 3 - 1) and scales the old ReplicaSet to 1."""
+    deployment = f.deployment("web", "default", 5, max_surge="50%", max_unavailable="25%")
+    deployment["spec"]["paused"] = paused
+    old = f.replicaset("web-old", "default", 2, owner=deployment, image=OLD_IMAGE,
+                       pod_hash="old", created=OLD_TS)
+    new = f.replicaset("web-new", "default", 5, owner=deployment, pod_hash="new",
+                       created=NEW_TS, available=2)
+    for rs in (old, new):
+        _annotate(rs, 5, 8)
+    pods = [f.pod("old-a", "default", owner=old, node_name="inf-1"),
+            f.pod("old-b", "default", owner=old, node_name="inf-2"),
+            f.pod("new-a", "default", owner=new, node_name="hyb-1"),
+            f.pod("new-b", "default", owner=new, node_name="hyb-2"),
+            *(f.pod(f"new-p{i}", "default", owner=new, node_name="hyb-1", phase="Pending",
+                    ready=False) for i in range(3))]
+    prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 3,
+                               RACE_NOW)
+    old_size = 2 if paused else 1
+    assert prediction.replica_set_targets == {"web-old": (2, old_size), "web-new": (5, 3)}
+    new_gone = [p.name for p in prediction.victims if p.name.startswith("new")]
+    assert len(new_gone) == 2 and all(name.startswith("new-p") for name in new_gone)
+    old_gone = {p.name for p in prediction.victims if p.name.startswith("old")}
+    assert len(old_gone) == 2 - old_size
+    if not paused:
+        assert any("maxUnavailable allows: web-old to 1" in n for n in prediction.notes)
