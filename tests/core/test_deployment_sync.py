@@ -310,3 +310,31 @@ def test_a_stalled_rollout_goes_on_as_far_as_the_smaller_count_allows(paused):
     assert len(old_gone) == 2 - old_size
     if not paused:
         assert any("maxUnavailable allows: web-old to 1" in n for n in prediction.notes)
+
+
+def test_a_replicaset_scaled_down_then_up_loses_its_pods_at_the_lowest_size():
+    """10 -> 9, maxSurge 50%, maxUnavailable 25%, minReadySeconds: the split takes the
+    new ReplicaSet 9 -> 8 (its pending pod goes); `reconcileOldReplicaSets` then cleans
+    one unhealthy old pod up (maxScaledDown = 14 - 7 - 6 = 1), and the next sync's
+    `reconcileNewReplicaSet` scales the new ReplicaSet back to 9 with a new pod."""
+    deployment = f.deployment("web", "default", 10, max_surge="50%", max_unavailable="25%")
+    deployment["spec"]["minReadySeconds"] = 1800
+    old = f.replicaset("web-old", "default", 6, owner=deployment, image=OLD_IMAGE,
+                       pod_hash="old", created=OLD_TS)
+    new = f.replicaset("web-new", "default", 9, owner=deployment, pod_hash="new",
+                       created=NEW_TS, available=2)
+    for rs in (old, new):
+        _annotate(rs, 10, 15)
+
+    def pods_of(rs: dict[str, Any], prefix: str, kinds: str) -> list[dict[str, Any]]:
+        """a: available, r: ready within minReadySeconds, n: not ready, p: pending."""
+        return [f.pod(f"{prefix}-{i}", "default", owner=rs, node_name=f"n-{i}",
+                      phase="Pending" if k == "p" else "Running", ready=k in "ar",
+                      ready_time=RECENT if k == "r" else f.T0)
+                for i, k in enumerate(kinds)]
+
+    pods = pods_of(old, "old", "aarrrn") + pods_of(new, "new", "aarrrrnnp")
+    prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 9,
+                               RACE_NOW)
+    assert prediction.replica_set_targets == {"web-old": (6, 5), "web-new": (9, 8)}
+    assert sorted(p.name for p in prediction.victims) == ["new-8", "old-5"]

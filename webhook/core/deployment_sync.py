@@ -94,7 +94,8 @@ def after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mappin
       progress does the same through reconcileOldReplicaSets).
     - unpaused, rolling.go `rolloutRolling` first runs `reconcileNewReplicaSet`, which
       scales a new ReplicaSet above the new count down to exactly that count.
-    Either way more pods go in the same scale-down.
+    Either way more pods go in the same scale-down. The answer is each ReplicaSet's
+    lowest size on the way: a later scale-up creates pods, it brings none back.
     """
     if len(targets) < 2:  # no proportional split: the first sync was final
         return targets
@@ -102,7 +103,9 @@ def after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mappin
     new_rs = find_new_replicaset(scaled, replicasets)
     rolling = (is_rolling_update(scaled) and not spec_of(deployment).get("paused")
                and _stalled(deployment, replicasets, all_pods, now_ns, burst))
+    lowest = dict(targets)
     for _ in range(2 * len(targets) + 2):
+        lowest = {name: min(size, targets[name]) for name, size in lowest.items()}
         with_pods = [name for name, size in targets.items() if size > 0]
         new_name = name_of(new_rs) if new_rs is not None else None
         if len(with_pods) == 1 and targets[with_pods[0]] != to_replicas:
@@ -131,7 +134,7 @@ def after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mappin
             targets = rolled
         else:
             break
-    return targets
+    return {name: min(size, targets[name]) for name, size in lowest.items()}
 
 
 def _stalled(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[str, Any]],
