@@ -9,6 +9,7 @@ import sys
 import pytest
 import yaml
 
+from tests.core.test_deployment_sync import race_cluster
 from tests.support import factories as f
 from webhook.cluster.state import EXAMPLE_STATE
 
@@ -253,3 +254,29 @@ def test_a_statefulset_that_stalls_lists_the_blocked_pods(tmp_path):
     assert ("Blocked (deleted only once the controller stops waiting): kv-1 (the controller "
             "waits here); kv-0 waits on kv-1") in text
     assert "Verdict: DENIED" in text
+
+
+def test_a_stale_available_count_makes_the_old_replicaset_possible_victims(tmp_path):
+    # Mid-rollout 3 -> 2: the new ReplicaSet deletes new-x and keeps new-z, ready for
+    # less than minReadySeconds; its availableReplicas still counts new-x, so the
+    # Deployment controller's next sync may scale the old ReplicaSet (inference) to 0.
+    _, objects = race_cluster(paused=True, unavailable="min-ready")
+    state = tmp_path / "state.yaml"
+    state.write_text(yaml.safe_dump(f.kube_list(*objects)))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({"pools": [
+        {"name": "inference", "deletionCost": 1000, "protected": True},
+        {"name": "hybrid", "deletionCost": -100}]}))
+    args = ("--state", str(state), "--policy", str(policy), "--workload", "deploy/ml/web",
+            "--replicas", "2", "--now", "2026-03-15T12:00:00Z")
+    doc = json.loads(plan(*args, "-o", "json").stdout)
+    assert [v["name"] for v in doc["victims"]] == ["new-x"]
+    assert doc["possibleVictims"] == ["old-a"]
+    fates = {p["name"]: (p["fate"], p["pool"]) for p in doc["pods"]}
+    assert fates == {"new-x": ("victim", "hybrid"), "new-y": ("survives", "hybrid"),
+                     "new-z": ("survives", "hybrid"),
+                     "old-a": ("possible-victim", "inference")}
+    reason = next(p["reason"] for p in doc["pods"] if p["name"] == "old-a")
+    assert "goes to 0 if the Deployment controller's next sync reads web-new's" in reason
+    assert doc["allowed"] is False
+    assert "Verdict: DENIED" in plan(*args).stdout

@@ -16,12 +16,17 @@ from typing import Any
 import pytest
 
 from tests.support import factories as f
+from webhook.core.assessment import assess_scale
+from webhook.core.cluster import Snapshot
 from webhook.core.deployment_sync import replicaset_targets
 from webhook.core.deployment_util import (
     DESIRED_REPLICAS_ANNOTATION,
     MAX_REPLICAS_ANNOTATION,
     max_surge,
 )
+from webhook.core.kube import parse_time_ns
+from webhook.core.policy import parse_policy
+from webhook.core.prediction import predict_scale
 
 NEW_TS = "2016-05-20T02:00:00Z"  # newTimestamp
 OLD_TS = "2016-05-20T01:00:00Z"  # oldTimestamp
@@ -154,3 +159,182 @@ def test_recreate_rollout_is_not_scaled_proportionally():
     notes: list[str] = []
     assert replicaset_targets(deployment, [new, old], 2, notes) == {}
     assert notes and "Recreate" in notes[0]
+
+
+# --- The next sync reads availability from before the victims went ----------------------
+#
+# sync.go `sync` (paused) and rolling.go `rolloutRolling` (unpaused) run again on the
+# split's own ReplicaSet update; IsSaturated and reconcileOldReplicaSets read the new
+# ReplicaSet's status.availableReplicas, which still counts the pods it is deleting
+# (replica_set.go writes calculateStatus over the pods listed before the deletions) or
+# is the value recorded before the scale. When that count is the new target, the old
+# ReplicaSets go to 0, whatever the survivors' availability.
+
+RACE_NOW = parse_time_ns("2026-03-15T12:00:00Z")
+RACE_POLICY = parse_policy({"pools": [
+    {"name": "inference", "deletionCost": 1000, "protected": True},
+    {"name": "hybrid", "deletionCost": -100}]})
+RECENT = "2026-03-15T11:59:50Z"  # ready 10 s before RACE_NOW
+
+
+def race_cluster(paused: bool, unavailable: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """3 -> 2 mid-rollout (maxSurge 1, maxUnavailable 0, a rollout that stands still:
+    one new pod is not available) splits to new 3 -> 2, old 1 -> 1. The old ReplicaSet
+    runs on the protected pool, the new one on hybrid nodes; the new one deletes new-x (the
+    cheapest) and keeps new-y and new-z, where new-z is not available (`unavailable`:
+    "not-ready", "min-ready" or "both-min-ready", where new-y is not available either).
+    """
+    deployment = f.deployment("web", replicas=3, max_surge=1, max_unavailable=0)
+    deployment["spec"]["paused"] = paused
+    deployment["spec"]["minReadySeconds"] = 60
+    old = f.replicaset("web-old", replicas=1, owner=deployment, image=OLD_IMAGE,
+                       pod_hash="old", created="2026-01-01T00:00:00Z")
+    new = f.replicaset("web-new", replicas=3, owner=deployment, pod_hash="new",
+                       created="2026-02-01T00:00:00Z", available=2)
+    for rs in (old, new):
+        _annotate(rs, 3, 4)
+    new_y_ready = RECENT if unavailable == "both-min-ready" else f.T0
+    if unavailable == "not-ready":
+        # The status was written while new-z was still ready; new-x, in phase Unknown,
+        # goes before the Running new-z.
+        new_x = f.pod("new-x", owner=new, node_name="hyb-1", phase="Unknown", ready=False)
+        new_z = f.pod("new-z", owner=new, node_name="hyb-2", ready=False)
+    else:
+        new_x = f.pod("new-x", owner=new, node_name="hyb-1", cost="-100")
+        new_z = f.pod("new-z", owner=new, node_name="hyb-2", ready_time=RECENT)
+    if unavailable == "both-min-ready":
+        new["status"]["availableReplicas"] = 1
+    pods = [
+        f.pod("old-a", owner=old, node_name="inf-1", cost="1000"),
+        new_x,
+        f.pod("new-y", owner=new, node_name="hyb-1", ready_time=new_y_ready),
+        new_z,
+    ]
+    nodes = [f.node("inf-1", "inference"), f.node("inf-2", "inference"),
+             f.node("hyb-1", "hybrid"), f.node("hyb-2", "hybrid")]
+    return deployment, [deployment, old, new, *nodes, *pods]
+
+
+@pytest.mark.parametrize("paused", [True, False])
+@pytest.mark.parametrize("unavailable", ["not-ready", "min-ready"])
+def test_a_stale_available_count_may_scale_the_old_replicasets_to_zero(paused, unavailable):
+    deployment, objects = race_cluster(paused, unavailable)
+    view = Snapshot(objects)
+    assessment = assess_scale(view, RACE_POLICY, deployment, 2, RACE_NOW)
+    prediction = assessment.prediction
+    # The split itself, and the outcome where the status update lands first (unpaused,
+    # maxUnavailable 0 lets the rollout take no old pod while new-z is unavailable).
+    assert prediction.replica_set_targets == {"web-old": (1, 1), "web-new": (3, 2)}
+    assert [p.name for p in prediction.victims] == ["new-x"]
+    # The other outcome: the old ReplicaSet goes to 0.
+    assert [p.name for p in prediction.possible_victims] == ["old-a"]
+    assert any("scales web-old to 0 (a race" in note for note in prediction.notes)
+    # The worst case deletes the protected pod while new-y and new-z (hybrid) stay.
+    assert assessment.verdict.allowed is False
+    (violation,) = assessment.verdict.violations
+    assert violation.message.startswith("may delete protected-pool pod old-a")
+    assert "new-y (node hyb-1, pool hybrid)" in violation.message
+
+
+@pytest.mark.parametrize("paused", [True, False])
+def test_a_stale_count_below_the_target_keeps_the_old_replicasets(paused):
+    deployment, objects = race_cluster(paused, "both-min-ready")
+    assessment = assess_scale(Snapshot(objects), RACE_POLICY, deployment, 2, RACE_NOW)
+    prediction = assessment.prediction
+    assert prediction.replica_set_targets == {"web-old": (1, 1), "web-new": (3, 2)}
+    assert [p.name for p in prediction.victims] == ["new-x"]
+    assert prediction.possible_victims == []
+    assert prediction.tie_groups == []
+    assert not any("a race" in note for note in prediction.notes)
+    assert assessment.verdict.allowed is True
+    assert assessment.verdict.violations == []
+
+
+@pytest.mark.parametrize("paused", [True, False])
+def test_an_unpaused_rollout_scales_a_new_replicaset_above_the_count_down(paused):
+    """3 -> 2 with maxSurge 2: allowed 2 + 2 = 4 pods, the ReplicaSets hold 4, so the
+    split changes nothing. Unpaused, rolling.go `reconcileNewReplicaSet` then scales the
+    new ReplicaSet (3) down to 2: it deletes its unready pod, keeps two available ones, is
+    saturated, and the old ReplicaSet goes to 0. Paused, `sync` only runs `scale`."""
+    deployment = f.deployment("web", "default", 3, max_surge=2, max_unavailable=0)
+    deployment["spec"]["paused"] = paused
+    old = f.replicaset("web-old", "default", 1, owner=deployment, image=OLD_IMAGE,
+                       pod_hash="old", created=OLD_TS)
+    new = f.replicaset("web-new", "default", 3, owner=deployment, pod_hash="new",
+                       created=NEW_TS, available=2)
+    for rs in (old, new):
+        _annotate(rs, 3, 5)
+    pods = [f.pod("old-a", "default", owner=old, node_name="inf-1"),
+            f.pod("new-a", "default", owner=new, node_name="inf-1"),
+            f.pod("new-b", "default", owner=new, node_name="hyb-1"),
+            f.pod("new-c", "default", owner=new, node_name="hyb-1", ready=False)]
+    prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 2,
+                               RACE_NOW)
+    if paused:
+        assert prediction.replica_set_targets == {"web-old": (1, 1), "web-new": (3, 3)}
+        assert prediction.victims == []
+        return
+    assert prediction.replica_set_targets == {"web-old": (1, 0), "web-new": (3, 2)}
+    assert sorted(p.name for p in prediction.victims) == ["new-c", "old-a"]
+    assert prediction.possible_victims == []
+    assert any("scales the new ReplicaSet web-new down to 2" in n for n in prediction.notes)
+
+
+@pytest.mark.parametrize("paused", [True, False])
+def test_a_stalled_rollout_goes_on_as_far_as_the_smaller_count_allows(paused):
+    """5 -> 3, maxSurge 50%, maxUnavailable 25%: before, three pending new pods hold the
+    rollout (maxScaledDown = 7 - 4 - 3 = 0). The split takes them (new 5 -> 3, old
+    2 -> 2); unpaused, rolling.go `reconcileOldReplicaSets` then finds one pod to spare
+    (maxScaledDown = 5 - 3 - 1) and scales the old ReplicaSet to 1."""
+    deployment = f.deployment("web", "default", 5, max_surge="50%", max_unavailable="25%")
+    deployment["spec"]["paused"] = paused
+    old = f.replicaset("web-old", "default", 2, owner=deployment, image=OLD_IMAGE,
+                       pod_hash="old", created=OLD_TS)
+    new = f.replicaset("web-new", "default", 5, owner=deployment, pod_hash="new",
+                       created=NEW_TS, available=2)
+    for rs in (old, new):
+        _annotate(rs, 5, 8)
+    pods = [f.pod("old-a", "default", owner=old, node_name="inf-1"),
+            f.pod("old-b", "default", owner=old, node_name="inf-2"),
+            f.pod("new-a", "default", owner=new, node_name="hyb-1"),
+            f.pod("new-b", "default", owner=new, node_name="hyb-2"),
+            *(f.pod(f"new-p{i}", "default", owner=new, node_name="hyb-1", phase="Pending",
+                    ready=False) for i in range(3))]
+    prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 3,
+                               RACE_NOW)
+    old_size = 2 if paused else 1
+    assert prediction.replica_set_targets == {"web-old": (2, old_size), "web-new": (5, 3)}
+    new_gone = [p.name for p in prediction.victims if p.name.startswith("new")]
+    assert len(new_gone) == 2 and all(name.startswith("new-p") for name in new_gone)
+    old_gone = {p.name for p in prediction.victims if p.name.startswith("old")}
+    assert len(old_gone) == 2 - old_size
+    if not paused:
+        assert any("maxUnavailable allows: web-old to 1" in n for n in prediction.notes)
+
+
+def test_a_replicaset_scaled_down_then_up_loses_its_pods_at_the_lowest_size():
+    """10 -> 9, maxSurge 50%, maxUnavailable 25%, minReadySeconds: the split takes the
+    new ReplicaSet 9 -> 8 (its pending pod goes); `reconcileOldReplicaSets` then cleans
+    one unhealthy old pod up (maxScaledDown = 14 - 7 - 6 = 1), and the next sync's
+    `reconcileNewReplicaSet` scales the new ReplicaSet back to 9 with a new pod."""
+    deployment = f.deployment("web", "default", 10, max_surge="50%", max_unavailable="25%")
+    deployment["spec"]["minReadySeconds"] = 1800
+    old = f.replicaset("web-old", "default", 6, owner=deployment, image=OLD_IMAGE,
+                       pod_hash="old", created=OLD_TS)
+    new = f.replicaset("web-new", "default", 9, owner=deployment, pod_hash="new",
+                       created=NEW_TS, available=2)
+    for rs in (old, new):
+        _annotate(rs, 10, 15)
+
+    def pods_of(rs: dict[str, Any], prefix: str, kinds: str) -> list[dict[str, Any]]:
+        """a: available, r: ready within minReadySeconds, n: not ready, p: pending."""
+        return [f.pod(f"{prefix}-{i}", "default", owner=rs, node_name=f"n-{i}",
+                      phase="Pending" if k == "p" else "Running", ready=k in "ar",
+                      ready_time=RECENT if k == "r" else f.T0)
+                for i, k in enumerate(kinds)]
+
+    pods = pods_of(old, "old", "aarrrn") + pods_of(new, "new", "aarrrrnnp")
+    prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 9,
+                               RACE_NOW)
+    assert prediction.replica_set_targets == {"web-old": (6, 5), "web-new": (9, 8)}
+    assert sorted(p.name for p in prediction.victims) == ["new-8", "old-5"]

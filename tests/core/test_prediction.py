@@ -69,8 +69,10 @@ def test_scale_down_that_completes_the_new_replicaset_removes_the_old_ones():
     """Found by the e2e differential run (seed 4) against the real controllers: 3 -> 2
     mid-rollout splits to new 3 -> 2, old 2 -> 2; the new ReplicaSet then keeps 2
     available pods, is saturated, and the Deployment controller's next sync scales the
-    old ReplicaSet to 0. Its pods are victims of this scale-down too."""
+    old ReplicaSet to 0. Its pods are victims of this scale-down too. The differential
+    paused its rollouts (unpaused, the rollout would go on: see test_deployment_sync)."""
     deployment = f.deployment("web", replicas=3, max_surge=2, max_unavailable=0)
+    deployment["spec"]["paused"] = True
     old = f.replicaset("web-old", replicas=2, owner=deployment, image=OLD_IMAGE,
                        pod_hash="old", created="2026-01-01T00:00:00Z")
     new = f.replicaset("web-new", replicas=3, owner=deployment, pod_hash="new",

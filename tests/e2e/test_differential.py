@@ -1,7 +1,8 @@
 """Differential fidelity: `plan`'s prediction against what the real controllers delete.
 
 For each seed, a random but realistic state is built in its own namespace: a Deployment
-(sometimes mid-rollout with two or three ReplicaSets, then paused), a bare ReplicaSet or
+(sometimes mid-rollout with two or three ReplicaSets, paused or left where its new
+ReplicaSet's unavailable pods stop it; sometimes with minReadySeconds), a bare ReplicaSet or
 a StatefulSet; pods placed on the fake Nodes of every pool (several per node) or left
 unscheduled, with the costs poolguard's binding webhook sets and some a person set,
 phases Running/Pending/Unknown/Failed, ready or not, ready for seconds to days,
@@ -54,6 +55,7 @@ SCHEDULER = "e2e-driver"
 PLACED = "e2e.poolguard.dev/placed"  # the driver has decided this pod's fate
 AGES = (3, 20, 90, 600, 3600, 5 * 3600, 86400, 3 * 86400)  # seconds ready
 POOL_WEIGHTS = {"inference": 4, "hybrid": 4, "training": 2}
+MIN_READY = 1800  # seconds; between AGES' 600 and 3600 with their +-20%
 
 
 @dataclass
@@ -102,14 +104,25 @@ class State:
             revisions = rng.choice([1, 1, 2, 2, 3])
             surge = rng.choice([1, 2, "25%", "50%"])
             unavailable = rng.choice([0, 1, "25%"])
-            self.description += f" revisions={revisions} surge={surge} unavail={unavailable}"
+            # Pods ready for less than minReadySeconds are not available. No pod's age
+            # (AGES, +-20%) comes near 1800 s, so none turns available while a state runs.
+            min_ready = rng.choice([0, 0, MIN_READY])
+            self.description += (f" revisions={revisions} surge={surge} unavail={unavailable}"
+                                 f" minReady={min_ready}")
             for revision in range(1, revisions + 1):
                 apply(self.env, self.ns, deployment("w", self.replicas, self.template(revision),
                                                     max_surge=surge,
-                                                    max_unavailable=unavailable))
+                                                    max_unavailable=unavailable,
+                                                    min_ready_seconds=min_ready))
                 self.drive(rounds=rng.randint(1, 3))
-            if revisions > 1:  # hold the rollout where it is: only the scale acts
+            # Hold the rollout where it is (only the scale acts), or leave it running: then
+            # it stands where the new ReplicaSet's unavailable pods stop it.
+            if revisions > 1 and rng.random() < 0.5:
                 self.env.kubectl("-n", self.ns, "rollout", "pause", "deployment/w", check=True)
+                self.description += " paused"
+                self.drive(rounds=1)
+            elif revisions > 1:
+                self.description += " unpaused"
                 self.drive(rounds=1)
         self.settle()
 
@@ -169,6 +182,19 @@ class State:
         core.patch_namespaced_pod_status(name, self.ns, {"status": status},
                                          _content_type=STRATEGIC)
 
+    def new_replicaset_available(self) -> int | None:
+        """The newest ReplicaSet's status.availableReplicas mid-rollout, else None."""
+        if self.kind != "Deployment":
+            return None
+        replicasets = self.env.api_get(
+            f"/apis/apps/v1/namespaces/{self.ns}/replicasets")["items"]
+        active = [rs for rs in replicasets if rs["spec"].get("replicas")]
+        if len(active) < 2:
+            return None
+        newest = max(replicasets, key=lambda rs: (rs["metadata"]["creationTimestamp"],
+                                                  rs["metadata"]["name"]))
+        return int((newest.get("status") or {}).get("availableReplicas") or 0)
+
     # -- the experiment --
 
     def run(self) -> Outcome:
@@ -180,6 +206,11 @@ class State:
         current = self.env.api_get(
             f"/apis/apps/v1/namespaces/{self.ns}/{workload}s/w")["spec"]["replicas"]
         target = self.rng.randint(0, current - 1)
+        available = self.new_replicaset_available()
+        if available is not None and 0 < available < current and self.rng.random() < 0.4:
+            # The count a stale availableReplicas can reach: the Deployment controller's
+            # next sync may then find the new ReplicaSet saturated.
+            target = available
         self.description += f" -> {target}"
         saved = self.out / f"seed-{self.seed}.state.yaml"
         document = plan_json(self.env, f"{workload}/{self.ns}/w", target,

@@ -51,10 +51,12 @@ def pod_template(app: str, *, pools: Sequence[str] | None = None, manual: bool =
 
 def deployment(name: str, replicas: int, template: dict[str, Any], *,
                max_surge: int | str = 1, max_unavailable: int | str = 0,
-               paused: bool = False) -> dict[str, Any]:
+               paused: bool = False, min_ready_seconds: int = 0) -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-        "spec": {"replicas": replicas, "paused": paused,
+        "spec": {"replicas": replicas, "paused": paused, "minReadySeconds": min_ready_seconds,
+                 # The API server wants the deadline above minReadySeconds.
+                 "progressDeadlineSeconds": max(600, 2 * min_ready_seconds),
                  "selector": {"matchLabels": {"app": template["metadata"]["labels"]["app"]}},
                  "strategy": {"type": "RollingUpdate", "rollingUpdate": {
                      "maxSurge": max_surge, "maxUnavailable": max_unavailable}},

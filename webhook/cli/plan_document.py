@@ -229,7 +229,9 @@ def _why_possible(tie_groups: list[TieGroup], victims: list[RankedPod]) -> dict[
         for pod in group.members:
             if id(pod) in victim_ids or id(pod) in reasons:
                 continue
-            if tied:
+            if group.why:
+                reasons[id(pod)] = group.why
+            elif tied:
                 reasons[id(pod)] = (
                     f"tied with {', '.join(tied)} on rules 1-5: {group.removed} of these "
                     f"{len(group.members)} are deleted; age, restarts and the controller's "

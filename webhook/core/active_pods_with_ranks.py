@@ -187,10 +187,14 @@ def deciding_rule(victim: RankedPod, survivor: RankedPod) -> str:
 
 @dataclass
 class TieGroup:
-    """Pods tied with the cut on rules 1-5: `removed` of them go, which ones is not knowable."""
+    """Pods tied with the cut on rules 1-5: `removed` of them go, which ones is not knowable.
+
+    `why` says why the members may go when it is not such a tie (a race between
+    controllers whose outcome decides whether they go at all)."""
 
     members: list[RankedPod]
     removed: int
+    why: str | None = None
 
 
 def possible_victims(victims: list[RankedPod], tie_groups: list[TieGroup]) -> list[RankedPod]:

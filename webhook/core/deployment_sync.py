@@ -21,9 +21,10 @@ from .deployment_util import (
     is_rolling_update,
     is_saturated,
     max_surge,
+    max_unavailable,
     replicaset_proportion,
 )
-from .kube import name_of, replicas_of, spec_of
+from .kube import name_of, replicas_of, spec_of, status_of
 from .ownership import owned_pod_facts
 from .podfacts import PodFacts
 from .replicaset_sync import Deletion, deletions_of_facts
@@ -91,14 +92,22 @@ def after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mappin
       status.availableReplicas equal the Deployment's replicas) once the ReplicaSet
       controller has removed its victims: every old ReplicaSet goes to 0 (a rollout in
       progress does the same through reconcileOldReplicaSets).
-    Either way more pods go in the same scale-down.
+    - unpaused, rolling.go `rolloutRolling` first runs `reconcileNewReplicaSet`, which
+      scales a new ReplicaSet above the new count down to exactly that count.
+    Either way more pods go in the same scale-down. The answer is each ReplicaSet's
+    lowest size on the way: a later scale-up creates pods, it brings none back.
     """
     if len(targets) < 2:  # no proportional split: the first sync was final
         return targets
     scaled = {**deployment, "spec": {**spec_of(deployment), "replicas": to_replicas}}
     new_rs = find_new_replicaset(scaled, replicasets)
-    for _ in range(len(targets)):
+    rolling = (is_rolling_update(scaled) and not spec_of(deployment).get("paused")
+               and _stalled(deployment, replicasets, all_pods, now_ns, burst))
+    lowest = dict(targets)
+    for _ in range(2 * len(targets) + 2):
+        lowest = {name: min(size, targets[name]) for name, size in lowest.items()}
         with_pods = [name for name, size in targets.items() if size > 0]
+        new_name = name_of(new_rs) if new_rs is not None else None
         if len(with_pods) == 1 and targets[with_pods[0]] != to_replicas:
             notes.append(f"ReplicaSet {with_pods[0]} is then the only one with pods: the "
                          f"Deployment controller sets it to {to_replicas}")
@@ -111,9 +120,149 @@ def after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mappin
                          "controller scales the old ReplicaSets to 0")
             targets = {name: 0 if name != name_of(new_rs) else size
                        for name, size in targets.items()}
+        elif rolling and new_name is not None and targets.get(new_name, 0) > to_replicas:
+            notes.append(f"the rollout then scales the new ReplicaSet {new_name} down to "
+                         f"{to_replicas}")
+            targets = {**targets, new_name: to_replicas}
+        elif rolling and new_rs is not None and (rolled := _rolling_step(
+                scaled, new_rs, replicasets, targets, all_pods, now_ns, burst)) != targets:
+            if rolled.get(name_of(new_rs), 0) <= targets.get(name_of(new_rs), 0):
+                notes.append("the rollout then scales old ReplicaSets down as far as "
+                             "maxUnavailable allows: " + ", ".join(
+                                 f"{name} to {size}" for name, size in rolled.items()
+                                 if size != targets.get(name)))
+            targets = rolled
         else:
             break
-    return targets
+    return {name: min(size, targets[name]) for name, size in lowest.items()}
+
+
+def _stalled(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[str, Any]],
+             all_pods: Sequence[PodFacts], now_ns: int | None, burst: int) -> bool:
+    """An unpaused rollout that stands where it is before the scale: its next sync would
+    change no ReplicaSet. Only then is the rollout's next step this scale's doing (a
+    rollout still in motion deletes old pods whatever the scale)."""
+    new_rs = find_new_replicaset(deployment, replicasets)
+    if new_rs is None or replicas_of(new_rs, default=0) > replicas_of(deployment):
+        return False
+    sizes = {name_of(rs): replicas_of(rs, default=0) for rs in replicasets
+             if replicas_of(rs, default=0) > 0}
+    return _rolling_step(deployment, new_rs, replicasets, sizes, all_pods, now_ns,
+                         burst) == sizes
+
+
+def _rolling_step(deployment: Mapping[str, Any], new_rs: Mapping[str, Any],
+                  replicasets: Sequence[Mapping[str, Any]], targets: Mapping[str, int],
+                  all_pods: Sequence[PodFacts], now_ns: int | None,
+                  burst: int) -> dict[str, int]:
+    """One sync of rolling.go `rolloutRolling` on the new targets, with each ReplicaSet's
+    availability counted on the pods it keeps: `reconcileNewReplicaSet` scales the new
+    ReplicaSet up within maxSurge (NewRSNewReplicas), or else `reconcileOldReplicaSets`
+    cleans up unhealthy old pods (`cleanupUnhealthyReplicas`) and scales old ReplicaSets
+    down, oldest first, while maxUnavailable allows
+    (`scaleDownOldReplicaSetsForRollingUpdate`). `deployment` carries the new count."""
+    replicas = replicas_of(deployment)
+    new_name = name_of(new_rs)
+    sizes = dict(targets)
+    new_size = sizes.get(new_name, 0)
+    if new_size < replicas:
+        room = replicas + max_surge(deployment) - sum(sizes.values())
+        if room > 0:
+            sizes[new_name] = new_size + min(room, replicas - new_size)
+            return sizes
+    old = [name_of(rs) for rs in by_creation(replicasets)
+           if name_of(rs) != new_name and sizes.get(name_of(rs), 0) > 0]
+    if not old:
+        return sizes
+    available = {name: _available_kept(_named(replicasets, name), size, all_pods,
+                                       deployment, now_ns, burst)
+                 for name, size in sizes.items()}
+    min_available = replicas - max_unavailable(deployment)
+    max_scaled_down = (sum(sizes.values()) - min_available
+                       - (new_size - available.get(new_name, 0)))
+    if max_scaled_down <= 0:
+        return sizes
+    cleaned = 0
+    for name in old:
+        if cleaned >= max_scaled_down:
+            break
+        if sizes[name] == available[name]:
+            continue
+        count = min(max_scaled_down - cleaned, sizes[name] - available[name])
+        sizes[name] -= count
+        cleaned += count
+    to_scale = sum(available.values()) - min_available
+    scaled_down = 0
+    for name in old:
+        if scaled_down >= to_scale:
+            break
+        if sizes[name] == 0:
+            continue
+        count = min(sizes[name], to_scale - scaled_down)
+        sizes[name] -= count
+        scaled_down += count
+    return sizes
+
+
+def _available_kept(rs: Mapping[str, Any], size: int, all_pods: Sequence[PodFacts],
+                    deployment: Mapping[str, Any], now_ns: int | None, burst: int) -> int:
+    """The available pods `rs` keeps at `size` (its status once its victims went)."""
+    kept = deletions_of_facts(owned_pod_facts(all_pods, rs), all_pods, size, now_ns, burst)
+    min_ready_ns = int(spec_of(deployment).get("minReadySeconds") or 0) * 1_000_000_000
+    return sum(1 for pod in kept.order[len(kept.victims):]
+               if _available(pod, min_ready_ns, now_ns))
+
+
+def _named(objects: Sequence[Mapping[str, Any]], name: str) -> Mapping[str, Any]:
+    return next(obj for obj in objects if name_of(obj) == name)
+
+
+def stale_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[str, Any]],
+                     targets: Mapping[str, int], to_replicas: int,
+                     all_pods: Sequence[PodFacts], now_ns: int | None) -> bool:
+    """Whether a next sync can find the new ReplicaSet saturated on a stale count, where
+    its survivors alone (`after_saturation`) do not make it so.
+
+    The split's update of the new ReplicaSet triggers another sync of the Deployment:
+    paused, sync.go `sync` calls `scale`, whose IsSaturated
+    (util/deployment_util.go) scales every old ReplicaSet to 0; unpaused, rolling.go
+    `rolloutRolling` reaches `reconcileOldReplicaSets`, which counts none of the new
+    ReplicaSet's pods as unavailable and, through `cleanupUnhealthyReplicas` and
+    `scaleDownOldReplicaSetsForRollingUpdate`, scales the old ReplicaSets to 0 as well.
+    Both read `status.availableReplicas`, which until the ReplicaSet controller has seen
+    its victims go is stale: the value in the object now (the sync may run before the
+    ReplicaSet controller's), or the available pods before the deletions
+    (replicaset/replica_set.go `syncReplicaSet` writes `calculateStatus` over the pods it
+    listed before deleting). Which of those a sync reads is a race.
+    """
+    scaled = {**deployment, "spec": {**spec_of(deployment), "replicas": to_replicas}}
+    new_rs = find_new_replicaset(scaled, replicasets)
+    if new_rs is None or to_replicas == 0 or targets.get(name_of(new_rs)) != to_replicas:
+        return False
+    if not any(size > 0 for name, size in targets.items() if name != name_of(new_rs)):
+        return False
+    min_ready_ns = int(spec_of(deployment).get("minReadySeconds") or 0) * 1_000_000_000
+    listed = sum(1 for pod in owned_pod_facts(all_pods, new_rs)
+                 if pod.active and _available(pod, min_ready_ns, now_ns))
+    recorded = int(status_of(new_rs).get("availableReplicas") or 0)
+    return to_replicas in (recorded, listed)
+
+
+def stale_race_groups(groups: Sequence[TieGroup], old_pods: Sequence[RankedPod],
+                      new_rs: str) -> list[TieGroup]:
+    """The tie groups when the old ReplicaSets' pods (`old_pods`) may all go
+    (`stale_saturation`): one group of them all, every one removed in the worst case;
+    the other groups keep their members outside it and at most as many removals."""
+    old_ids = {id(p) for p in old_pods}
+    kept = []
+    for group in groups:
+        rest = [p for p in group.members if id(p) not in old_ids]
+        removed = min(group.removed, len(rest))
+        if removed:
+            kept.append(TieGroup(members=rest, removed=removed, why=group.why))
+    why = (f"its ReplicaSet goes to 0 if the Deployment controller's next sync reads "
+           f"{new_rs}'s availability from before its victims went (a race)")
+    return [*kept, TieGroup(members=list(old_pods), removed=len(old_pods), why=why)]
 
 
 def two_step_group(pods: Sequence[PodFacts], all_pods: Sequence[PodFacts],
@@ -158,7 +307,7 @@ def _saturated_after(new_rs: Mapping[str, Any] | None, targets: Mapping[str, int
         _available(pod, min_ready_ns, now_ns) for pod in survivors)
 
 
-def _available(pod: RankedPod, min_ready_ns: int, now_ns: int | None) -> bool:
+def _available(pod: RankedPod | PodFacts, min_ready_ns: int, now_ns: int | None) -> bool:
     """IsPodAvailable: ready, and for at least minReadySeconds."""
     if not pod.ready:
         return False

@@ -120,6 +120,22 @@ def max_surge(deployment: Mapping[str, Any]) -> int:
     return surge
 
 
+def max_unavailable(deployment: Mapping[str, Any]) -> int:
+    """MaxUnavailable: maxUnavailable resolved against spec.replicas (0 when not rolling
+    or at 0 replicas, an unparsable value as 0), at most spec.replicas."""
+    replicas = replicas_of(deployment)
+    if not is_rolling_update(deployment) or replicas == 0:
+        return 0
+    rolling = (spec_of(deployment).get("strategy") or {}).get("rollingUpdate") or {}
+    try:
+        _, unavailable = resolve_fenceposts(rolling.get("maxSurge", _DEFAULT_SURGE),
+                                            rolling.get("maxUnavailable", _DEFAULT_SURGE),
+                                            replicas)
+    except ValueError:
+        return 0
+    return min(unavailable, replicas)
+
+
 def resolve_fenceposts(max_surge_value: int | str | None, max_unavailable: int | str | None,
                        desired: int) -> tuple[int, int]:
     """ResolveFenceposts: (surge, unavailable); both 0 resolves unavailable to 1.

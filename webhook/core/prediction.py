@@ -25,10 +25,12 @@ from .deployment_sync import (
     after_saturation,
     not_yet_tied,
     replicaset_targets,
+    stale_race_groups,
+    stale_saturation,
     tie_groups_over_sync_orders,
     two_step_group,
 )
-from .deployment_util import by_creation
+from .deployment_util import by_creation, find_new_replicaset
 from .kube import (
     controller_ref,
     go_parse_int,
@@ -245,8 +247,28 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
             prediction.prefix_chain = deletion.chain_bound
     prediction.tie_groups = tie_groups_over_sync_orders(deletions, all_pods, burst)
     prediction.tie_groups += not_yet_tied(two_step, prediction.tie_groups, prediction.victims)
+    if stale_saturation(deployment, replicasets, targets, to_replicas, all_pods, now_ns):
+        _old_replicasets_may_go(prediction, deployment, replicasets, deletions, targets)
     prediction.notes.extend(invalid_cost_notes(prediction.victims + prediction.survivors))
     return prediction
+
+
+def _old_replicasets_may_go(prediction: ScalePrediction, deployment: Mapping[str, Any],
+                            replicasets: Sequence[Mapping[str, Any]],
+                            deletions: Mapping[str, Deletion],
+                            targets: Mapping[str, int]) -> None:
+    """The race of `stale_saturation`: one outcome keeps the old ReplicaSets at their
+    targets, the other scales them to 0, so all their pods are possible victims."""
+    scaled = {**deployment, "spec": {**spec_of(deployment), "replicas": prediction.to_replicas}}
+    new_name = name_of(find_new_replicaset(scaled, replicasets) or {})
+    old = [name for name, size in targets.items() if name != new_name and size > 0]
+    old_pods = [pod for name in old for pod in deletions[name].order]
+    prediction.tie_groups = stale_race_groups(prediction.tie_groups, old_pods, new_name)
+    prediction.notes.append(
+        f"the new ReplicaSet {new_name} is not complete without the pods it deletes, but "
+        f"its availableReplicas may still count them: if the "
+        f"Deployment controller's next sync reads that count first, it scales "
+        f"{', '.join(old)} to 0 (a race; the verdict assumes it does)")
 
 
 def _owned_by(view: ClusterView, namespace: str, rs: Mapping[str, Any],
