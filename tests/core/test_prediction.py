@@ -66,7 +66,7 @@ def test_deployment_victims_use_deployment_wide_ranks():
 
 
 def test_scale_down_that_completes_the_new_replicaset_removes_the_old_ones():
-    """Found by the e2e differential run (seed 4) against the real controllers: 3 -> 2
+    """The real controllers (an e2e differential state): 3 -> 2
     mid-rollout splits to new 3 -> 2, old 2 -> 2; the new ReplicaSet then keeps 2
     available pods, is saturated, and the Deployment controller's next sync scales the
     old ReplicaSet to 0. Its pods are victims of this scale-down too. The differential
@@ -103,7 +103,7 @@ def test_scale_down_that_completes_the_new_replicaset_removes_the_old_ones():
 
 
 def test_split_that_leaves_one_replicaset_with_pods_gives_it_the_new_count():
-    """Found by the e2e differential run (seed 63): 6 -> 2 with maxSurge 50% splits to
+    """The real controllers (an e2e differential state): 6 -> 2 with maxSurge 50% splits to
     old 1 -> 0, new 8 -> 3 (2 + surge 1); on the next sync the new ReplicaSet is the only
     one with pods, and scale() sets it to exactly 2."""
     deployment = f.deployment("web", replicas=6, max_surge="50%", max_unavailable="25%")
@@ -124,7 +124,7 @@ def test_split_that_leaves_one_replicaset_with_pods_gives_it_the_new_count():
 
 
 def test_two_syncs_of_one_replicaset_make_the_recounted_ranks_uncertain():
-    """Found by the e2e differential run (seed 63 again): the new ReplicaSet goes 8 -> 3
+    """The real controllers (an e2e differential state): the new ReplicaSet goes 8 -> 3
     (the split), then 3 -> 2 (the next sync). Syncing once, both pods doubled up on
     node-a go (rank 2); syncing twice, one of them goes first and the other, alone on
     node-a by then, is tied on rules 1-5 with node-b's and node-c's pods. Any of them can
