@@ -166,7 +166,7 @@ def hpa_event_reasons(env: Environment, namespace: str, name: str) -> set[str]:
 
 def test_real_hpa_scales_down_as_far_as_is_safe_then_the_rest(
         env: Environment, metrics_api: MetricsAPI) -> None:
-    ns = env.new_namespace("hpa")
+    ns = env.new_namespace("real-hpa")
     template = pod_template("asr", pools=["inference", "hybrid"], spread_pools=True)
     template["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
     apply(env, ns, deployment("asr", 6, template))

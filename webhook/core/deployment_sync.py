@@ -81,7 +81,8 @@ def _proportional_targets(deployment: Mapping[str, Any],
 def after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mapping[str, Any]],
                       targets: dict[str, int], to_replicas: int,
                       all_pods: Sequence[PodFacts], now_ns: int | None,
-                      burst: int, notes: list[str]) -> dict[str, int]:
+                      burst: int, notes: list[str],
+                      availability_steps: bool = True) -> dict[str, int]:
     """The Deployment controller's next syncs after a proportional split, until stable.
 
     The split updates the ReplicaSets, which triggers another sync whose `scale()` looks
@@ -96,6 +97,9 @@ def after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mappin
       scales a new ReplicaSet above the new count down to exactly that count.
     Either way more pods go in the same scale-down. The answer is each ReplicaSet's
     lowest size on the way: a later scale-up creates pods, it brings none back.
+    With `availability_steps` false the steps of `_rolling_step` are left out: they
+    count availability that the controller reads from ReplicaSet statuses, which may
+    not yet show the victims gone, so how far they go depends on timing.
     """
     if len(targets) < 2:  # no proportional split: the first sync was final
         return targets
@@ -124,7 +128,7 @@ def after_saturation(deployment: Mapping[str, Any], replicasets: Sequence[Mappin
             notes.append(f"the rollout then scales the new ReplicaSet {new_name} down to "
                          f"{to_replicas}")
             targets = {**targets, new_name: to_replicas}
-        elif rolling and new_rs is not None and (rolled := _rolling_step(
+        elif availability_steps and rolling and new_rs is not None and (rolled := _rolling_step(
                 scaled, new_rs, replicasets, targets, all_pods, now_ns, burst)) != targets:
             if rolled.get(name_of(new_rs), 0) <= targets.get(name_of(new_rs), 0):
                 notes.append("the rollout then scales old ReplicaSets down as far as "
@@ -263,6 +267,30 @@ def stale_race_groups(groups: Sequence[TieGroup], old_pods: Sequence[RankedPod],
     why = (f"its ReplicaSet goes to 0 if the Deployment controller's next sync reads "
            f"{new_rs}'s availability from before its victims went (a race)")
     return [*kept, TieGroup(members=list(old_pods), removed=len(old_pods), why=why)]
+
+
+def rolling_step_groups(deletions: Mapping[str, Deletion], targets: Mapping[str, int],
+                        furthest: Mapping[str, int], tied: list[TieGroup]) -> list[TieGroup]:
+    """The pods an unpaused rollout's next syncs may delete beyond `targets`.
+
+    `furthest` is each ReplicaSet's size when `reconcileOldReplicaSets` scales it down
+    as far as the survivors' availability allows (`after_saturation`); the controller
+    reads that availability from ReplicaSet statuses that may still count the victims,
+    so it may stop anywhere from `targets` down to `furthest`. The survivors of each such
+    ReplicaSet form one group of which up to the difference go (the verdict takes the
+    worst case). A pod already in a group of `tied` stays there (one group per pod)."""
+    seen = {id(p) for g in tied for p in g.members}
+    groups = []
+    for name, deletion in deletions.items():
+        extra = targets.get(name, 0) - furthest.get(name, targets.get(name, 0))
+        survivors = [p for p in deletion.order[len(deletion.victims):] if id(p) not in seen]
+        if extra > 0 and survivors:
+            groups.append(TieGroup(
+                members=list(survivors), removed=min(extra, len(survivors)),
+                why=(f"the rollout's next sync may scale {name} down to {furthest[name]} "
+                     "as maxUnavailable allows, depending on when it reads the "
+                     "ReplicaSets' availability")))
+    return groups
 
 
 def two_step_group(pods: Sequence[PodFacts], all_pods: Sequence[PodFacts],

@@ -25,6 +25,7 @@ from .deployment_sync import (
     after_saturation,
     not_yet_tied,
     replicaset_targets,
+    rolling_step_groups,
     stale_race_groups,
     stale_saturation,
     tie_groups_over_sync_orders,
@@ -222,8 +223,10 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
     replicasets = owned_objects(view.replicasets(namespace), deployment)
     split = replicaset_targets(deployment, replicasets, to_replicas, prediction.notes)
     all_pods = _selected_by_any(view, namespace, replicasets)
-    targets = after_saturation(deployment, replicasets, split, to_replicas, all_pods,
+    furthest = after_saturation(deployment, replicasets, split, to_replicas, all_pods,
                                 now_ns, burst, prediction.notes)
+    targets = after_saturation(deployment, replicasets, split, to_replicas, all_pods,
+                               now_ns, burst, [], availability_steps=False)
     shrinking = [name for name, size in targets.items()
                  if size < replicas_of(_named(replicasets, name), default=0)]
     deletions: dict[str, Deletion] = {}
@@ -247,6 +250,8 @@ def _predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_rep
             prediction.prefix_chain = deletion.chain_bound
     prediction.tie_groups = tie_groups_over_sync_orders(deletions, all_pods, burst)
     prediction.tie_groups += not_yet_tied(two_step, prediction.tie_groups, prediction.victims)
+    prediction.tie_groups += rolling_step_groups(deletions, targets, furthest,
+                                                 prediction.tie_groups)
     if stale_saturation(deployment, replicasets, targets, to_replicas, all_pods, now_ns):
         _old_replicasets_may_go(prediction, deployment, replicasets, deletions, targets)
     prediction.notes.extend(invalid_cost_notes(prediction.victims + prediction.survivors))
