@@ -277,7 +277,7 @@ def _owner(manager: str, time: str = "2026-11-01T00:00:00Z",
     ([_owner("poolguard")], ""),
     ([_owner("kubectl-edit")], ""), ([_owner("kubectl-client-side-apply")], ""),
     ([_owner("kube-controller-manager")], ""), ([_owner("helm")], ""),
-    ([_owner("Mozilla")], ""),
+    ([_owner("Mozilla")], ""), ([_owner("OpenAPI-Generator")], ""),
     # a manager of other annotations only, none at all, malformed entries
     ([_owner("karpenter", cost=False)], ""), ([], ""), (None, ""),
     ([{"manager": "karpenter", "fieldsV1": "f:metadata"}], ""), (["karpenter"], ""),

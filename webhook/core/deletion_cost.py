@@ -21,10 +21,12 @@ POOL_ANNOTATION = "poolguard.dev/pool"
 _COST_FIELD_PATH = ("f:metadata", "f:annotations", f"f:{DELETION_COST_ANNOTATION}")
 # Field managers that do not name another controller: poolguard itself (its reconciler's
 # user agent "poolguard/..."), people's tools (kubectl annotate/edit/patch/apply, helm, k9s,
-# browser consoles "Mozilla/..."), and kube-controller-manager, which creates pods with
-# the cost their workload's template carries: a person's choice too.
+# browser consoles "Mozilla/...", scripts on the official Python client, whose default user
+# agent is "OpenAPI-Generator/<version>/python"), and kube-controller-manager, which
+# creates pods with the cost their workload's template carries: a person's choice too.
 OWN_MANAGER_PREFIXES = ("poolguard",)
-PERSON_MANAGER_PREFIXES = ("kubectl", "kube-controller-manager", "helm", "k9s", "Mozilla")
+PERSON_MANAGER_PREFIXES = ("kubectl", "kube-controller-manager", "helm", "k9s", "Mozilla",
+                           "OpenAPI-Generator")
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
 
