@@ -8,16 +8,15 @@ library, then the result goes through `/validate-scale`, as the API server chain
 
 from __future__ import annotations
 
-import base64
 import copy
-import json
 
 import jsonpatch
 import pytest
 import yaml
 
 from tests.support import reviews
-from tests.support.serving import running_server, verifying_session
+from tests.support.serving import admission_response as post
+from tests.support.serving import patched, running_server, verifying_session
 from webhook.cluster.state import EXAMPLE_STATE
 
 STATE = yaml.safe_load(EXAMPLE_STATE.read_text())
@@ -36,20 +35,6 @@ def server(tmp_path_factory):
         yield url, session
 
 
-def post(server, path: str, body: dict) -> dict:
-    url, session = server
-    answer = session.post(url + path, json=body, timeout=10)
-    assert answer.status_code == 200, answer.text
-    document = answer.json()
-    assert (document["apiVersion"], document["kind"]) == ("admission.k8s.io/v1",
-                                                          "AdmissionReview")
-    assert document["response"]["uid"] == body["request"]["uid"]
-    return document["response"]
-
-
-def patched(response: dict, obj: dict) -> dict:
-    assert response["patchType"] == "JSONPatch"
-    return jsonpatch.apply_patch(obj, json.loads(base64.b64decode(response["patch"])))
 
 
 def with_object(body: dict, obj: dict) -> dict:

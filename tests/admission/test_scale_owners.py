@@ -14,7 +14,7 @@ import yaml
 
 from tests.support import factories as f
 from tests.support import reviews
-from tests.support.serving import running_server, verifying_session
+from tests.support.serving import admission_response, running_server, verifying_session
 
 ROLLOUTS = {"username": "system:serviceaccount:argo-rollouts:argo-rollouts",
             "groups": ["system:serviceaccounts", "system:authenticated"]}
@@ -61,12 +61,7 @@ def server(tmp_path_factory):
 
 
 def post(server, body: dict) -> dict:
-    url, session = server
-    answer = session.post(url + "/validate-scale", json=body, timeout=10)
-    assert answer.status_code == 200, answer.text
-    response = answer.json()["response"]
-    assert response["uid"] == body["request"]["uid"]
-    return response
+    return admission_response(server, "/validate-scale", body)
 
 
 def state_object(kind: str, name: str) -> dict:

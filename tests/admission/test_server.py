@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import base64
 import copy
-import json
 import socket
 import ssl
 import warnings
 from urllib.parse import urlparse
 
-import jsonpatch
 import pytest
 import yaml
 
 from tests.support import factories as f
 from tests.support import reviews
+from tests.support.serving import admission_response as post
+from tests.support.serving import patched as apply
 from tests.support.serving import running_server, verifying_session
 from webhook.cluster.state import EXAMPLE_STATE
 
@@ -35,24 +34,6 @@ def server(tmp_path_factory):
     with running_server(directory, "--state", str(EXAMPLE_STATE)) as (url, ca, _process):
         session = verifying_session(ca)
         yield url, session
-
-
-def post(server, path: str, body: dict) -> dict:
-    url, session = server
-    answer = session.post(url + path, json=body, timeout=10)
-    assert answer.status_code == 200, answer.text
-    assert answer.headers["Content-Type"] == "application/json"
-    document = answer.json()
-    assert document["apiVersion"] == "admission.k8s.io/v1"
-    assert document["kind"] == "AdmissionReview"
-    assert document["response"]["uid"] == body["request"]["uid"]
-    return document["response"]
-
-
-def apply(response: dict, obj: dict) -> dict:
-    assert response["patchType"] == "JSONPatch"
-    ops = json.loads(base64.b64decode(response["patch"]))
-    return jsonpatch.apply_patch(obj, ops)
 
 
 # --- pods CREATE ------------------------------------------------------------------------

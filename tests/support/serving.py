@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import http.client
+import json
 import os
 import shlex
 import signal
@@ -16,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import jsonpatch
 import requests
 
 from certs.pki import generate_ca, generate_serving_cert
@@ -73,6 +76,28 @@ def verifying_session(ca: Path) -> requests.Session:
     session.verify = str(ca)
     session.trust_env = False
     return session
+
+
+def admission_response(server: tuple[str, requests.Session], path: str,
+                       body: dict) -> dict:
+    """POST an AdmissionReview to `path` of a running server (url, session) and return its
+    `response`, after checking the envelope the API server requires: 200, JSON, an
+    admission.k8s.io/v1 AdmissionReview, the request's uid echoed."""
+    url, session = server
+    answer = session.post(url + path, json=body, timeout=10)
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["Content-Type"] == "application/json"
+    document = answer.json()
+    assert (document["apiVersion"], document["kind"]) == ("admission.k8s.io/v1",
+                                                          "AdmissionReview")
+    assert document["response"]["uid"] == body["request"]["uid"]
+    return document["response"]
+
+
+def patched(response: dict, obj: dict) -> dict:
+    """`obj` with the response's JSON Patch applied, as the API server applies it."""
+    assert response["patchType"] == "JSONPatch"
+    return jsonpatch.apply_patch(obj, json.loads(base64.b64decode(response["patch"])))
 
 
 @contextmanager
