@@ -246,6 +246,23 @@ def test_statefulset_advice_does_not_talk_about_deletion_cost():
     assert not any("deletion cost" in w for w in answer.get("warnings", []))
 
 
+def test_a_statefulset_that_stalls_names_the_blocked_pods_in_the_audit():
+    """OrderedReady, kv-0 and kv-1 not ready: kv-2 goes now; the controller stops at kv-1
+    (not Running and Ready, and not the first unavailable pod, kv-0) until kv-1 is
+    healthy: the audit log says which pods wait and on which, apart from the victims."""
+    sts = f.statefulset("kv", replicas=3)
+    sts["spec"]["podManagementPolicy"] = "OrderedReady"
+    pods = [f.pod("kv-0", node_name="hyb-1", owner=sts, ready=False),
+            f.pod("kv-1", node_name="hyb-1", owner=sts, ready=False),
+            f.pod("kv-2", node_name="hyb-1", owner=sts)]
+    view = Snapshot([sts, *NODES, *pods])
+    answer = decide(review_scale, parse_review(reviews.scale("statefulsets", "kv", 3, 0)),
+                    context(view, policy()))
+    audit = answer["auditAnnotations"]
+    assert audit["victims"] == "kv-2"
+    assert audit["blocked"] == "kv-1(waits on kv-1),kv-0(waits on kv-1)"
+
+
 @pytest.mark.parametrize(("mode", "allowed", "verdict"), [
     ("clamp", False, "denied"),  # unclamped (the mutating webhook skipped): as people's
     ("enforce", False, "denied"),

@@ -345,6 +345,9 @@ def _scale_response(request: AdmissionRequest, ctx: Context,
     audit = {"victims": _clip(",".join(victims), 1000) or "none",
              "verdict": "allowed" if not verdict.violations else (
                  "denied" if not verdict.allowed else f"violation-{verdict.enforcement}")}
+    if prediction.blocked:  # condemned pods that wait: they go once the pod they wait on is healthy
+        audit["blocked"] = _clip(",".join(f"{b.pod.name}(waits on {b.waiting_on})"
+                                          for b in prediction.blocked), 1000)
     if verdict.violations:
         audit["rules"] = ",".join(v.rule for v in verdict.violations)
     rules = tuple(v.rule for v in verdict.violations)
