@@ -21,7 +21,6 @@ from webhook.core.cluster import Snapshot
 from webhook.core.deployment_sync import replicaset_targets
 from webhook.core.deployment_util import (
     DESIRED_REPLICAS_ANNOTATION,
-    MAX_REPLICAS_ANNOTATION,
     max_surge,
 )
 from webhook.core.kube import parse_time_ns
@@ -98,11 +97,6 @@ SCALE_CASES: list[tuple[Any, ...]] = [
 ]
 
 
-def _annotate(rs: dict[str, Any], desired: int, maximum: int) -> None:
-    rs["metadata"].setdefault("annotations", {}).update({
-        DESIRED_REPLICAS_ANNOTATION: str(desired), MAX_REPLICAS_ANNOTATION: str(maximum)})
-
-
 @pytest.mark.parametrize("case", SCALE_CASES, ids=[c[0] for c in SCALE_CASES])
 def test_scale(case):
     _, new_d, old_d, new_rs, old_rss, expected, desired_annotations, extra = case
@@ -117,7 +111,7 @@ def test_scale(case):
         rs = f.replicaset(name, "default", size, owner=deployment, created=created,
                           image=image, pod_hash=name)
         desired = desired_annotations.get(name, old_deployment["spec"]["replicas"])
-        _annotate(rs, desired, desired + max_surge(old_deployment))
+        f.annotate_rollout(rs, desired, desired + max_surge(old_deployment))
         replicasets.append(rs)
     if "new_available" in extra:
         replicasets[0]["status"]["availableReplicas"] = extra["new_available"]
@@ -138,8 +132,8 @@ def test_saturated_new_replicaset_scales_old_ones_to_zero():
                        image=NEW_IMAGE, pod_hash="new")
     old = f.replicaset("foo-old", "default", 2, owner=deployment, created=OLD_TS,
                        image=OLD_IMAGE, pod_hash="old")
-    _annotate(new, 3, 4)
-    _annotate(old, 3, 4)
+    f.annotate_rollout(new, 3, 4)
+    f.annotate_rollout(old, 3, 4)
     assert replicaset_targets(deployment, [new, old], 3) == {"foo-old": 0}
     # Not saturated: proportional scaling instead. allowed 3+1, total 5, toAdd -1; both
     # fractions round to 0, so the leftover -1 lands on the largest RS (foo-new).
@@ -192,7 +186,7 @@ def race_cluster(paused: bool, unavailable: str) -> tuple[dict[str, Any], list[d
     new = f.replicaset("web-new", replicas=3, owner=deployment, pod_hash="new",
                        created="2026-02-01T00:00:00Z", available=2)
     for rs in (old, new):
-        _annotate(rs, 3, 4)
+        f.annotate_rollout(rs, 3, 4)
     new_y_ready = RECENT if unavailable == "both-min-ready" else f.T0
     if unavailable == "not-ready":
         # The status was written while new-z was still ready; new-x, in phase Unknown,
@@ -263,7 +257,7 @@ def test_an_unpaused_rollout_scales_a_new_replicaset_above_the_count_down(paused
     new = f.replicaset("web-new", "default", 3, owner=deployment, pod_hash="new",
                        created=NEW_TS, available=2)
     for rs in (old, new):
-        _annotate(rs, 3, 5)
+        f.annotate_rollout(rs, 3, 5)
     pods = [f.pod("old-a", "default", owner=old, node_name="inf-1"),
             f.pod("new-a", "default", owner=new, node_name="inf-1"),
             f.pod("new-b", "default", owner=new, node_name="hyb-1"),
@@ -295,7 +289,7 @@ def test_a_stalled_rollout_goes_on_as_far_as_the_smaller_count_allows(paused):
     new = f.replicaset("web-new", "default", 5, owner=deployment, pod_hash="new",
                        created=NEW_TS, available=2)
     for rs in (old, new):
-        _annotate(rs, 5, 8)
+        f.annotate_rollout(rs, 5, 8)
     pods = [f.pod("old-a", "default", owner=old, node_name="inf-1"),
             f.pod("old-b", "default", owner=old, node_name="inf-2"),
             f.pod("new-a", "default", owner=new, node_name="hyb-1"),
@@ -332,7 +326,7 @@ def test_a_replicaset_scaled_down_then_up_loses_its_pods_at_the_lowest_size():
     new = f.replicaset("web-new", "default", 9, owner=deployment, pod_hash="new",
                        created=NEW_TS, available=2)
     for rs in (old, new):
-        _annotate(rs, 10, 15)
+        f.annotate_rollout(rs, 10, 15)
 
     def pods_of(rs: dict[str, Any], prefix: str, kinds: str) -> list[dict[str, Any]]:
         """a: available, r: ready within minReadySeconds, n: not ready, p: pending."""

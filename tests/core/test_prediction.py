@@ -16,17 +16,11 @@ import pytest
 
 from tests.support import factories as f
 from webhook.core.cluster import Snapshot
-from webhook.core.deployment_util import DESIRED_REPLICAS_ANNOTATION, MAX_REPLICAS_ANNOTATION
 from webhook.core.kube import parse_time_ns
 from webhook.core.prediction import predict_scale, stateful_ordinal
 
 NOW = parse_time_ns("2026-03-15T12:00:00Z")
 OLD_IMAGE = "foo/bar:old"
-
-
-def _annotate(rs: dict[str, Any], desired: int, maximum: int) -> None:
-    rs["metadata"].setdefault("annotations", {}).update({
-        DESIRED_REPLICAS_ANNOTATION: str(desired), MAX_REPLICAS_ANNOTATION: str(maximum)})
 
 
 # --- predict_scale: Deployments ---------------------------------------------------------
@@ -40,7 +34,7 @@ def _rollout_cluster() -> tuple[dict[str, Any], list[dict[str, Any]]]:
     new = f.replicaset("web-new", replicas=2, owner=deployment, pod_hash="new",
                        created="2026-02-01T00:00:00Z")
     for rs in (old, new):
-        _annotate(rs, 4, 4)
+        f.annotate_rollout(rs, 4, 4)
     pods = [
         f.pod("old-a", owner=old, node_name="node-a"),
         f.pod("old-b", owner=old, node_name="node-b"),
@@ -78,7 +72,7 @@ def test_scale_down_that_completes_the_new_replicaset_removes_the_old_ones():
     new = f.replicaset("web-new", replicas=3, owner=deployment, pod_hash="new",
                        created="2026-02-01T00:00:00Z", available=2)
     for rs in (old, new):
-        _annotate(rs, 3, 5)
+        f.annotate_rollout(rs, 3, 5)
     pods = [
         f.pod("old-a", owner=old, node_name="node-a"),
         f.pod("old-b", owner=old, node_name="node-b"),
@@ -112,7 +106,7 @@ def test_split_that_leaves_one_replicaset_with_pods_gives_it_the_new_count():
     new = f.replicaset("web-new", replicas=8, owner=deployment, pod_hash="new",
                        created="2026-02-01T00:00:00Z", available=3)
     for rs in (old, new):
-        _annotate(rs, 6, 9)
+        f.annotate_rollout(rs, 6, 9)
     pods = [f.pod("old-a", owner=old, node_name="node-a")]
     pods += [f.pod(f"new-{i}", owner=new, node_name=f"node-{i}", cost=str(i),
                    ready=i >= 5) for i in range(8)]
@@ -136,7 +130,7 @@ def test_two_syncs_of_one_replicaset_make_the_recounted_ranks_uncertain():
     new = f.replicaset("web-new", replicas=8, owner=deployment, pod_hash="new",
                        created="2026-02-01T00:00:00Z", available=7)
     for rs in (old, new):
-        _annotate(rs, 6, 9)
+        f.annotate_rollout(rs, 6, 9)
     recent = "2026-03-15T11:59:30Z"  # ready 30 s before NOW: one age bucket
     pods = [f.pod("old-a", owner=old, node_name="hybrid-1", cost="-50"),
             f.pod("new-unready", owner=new, node_name="hybrid-3", cost="-100", ready=False),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from webhook.core.deployment_util import DESIRED_REPLICAS_ANNOTATION, MAX_REPLICAS_ANNOTATION
+
 COST_KEY = "controller.kubernetes.io/pod-deletion-cost"
 T0 = "2026-01-01T00:00:00Z"
 
@@ -107,6 +109,12 @@ def replicaset(name: str, namespace: str = "ml", replicas: int = 3, *,
                                           if pod_hash else None, image=image)},
             "status": {"replicas": replicas,
                        "availableReplicas": replicas if available is None else available}}
+
+
+def annotate_rollout(rs: dict[str, Any], desired: int, maximum: int) -> None:
+    """The Deployment controller's desired-replicas and max-replicas annotations on `rs`."""
+    rs["metadata"].setdefault("annotations", {}).update({
+        DESIRED_REPLICAS_ANNOTATION: str(desired), MAX_REPLICAS_ANNOTATION: str(maximum)})
 
 
 def statefulset(name: str, namespace: str = "ml", replicas: int = 3,
