@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.install import REPO, run
 
 # --- make -------------------------------------------------------------------------------
@@ -29,15 +31,19 @@ exit 0
     return script
 
 
-def test_make_deploy_without_a_context_applies_nothing(tmp_path):
+@pytest.mark.parametrize(("target", "says"), [
+    ("deploy", "nothing was applied"),
+    ("undeploy", "nothing was applied or removed"),
+])
+def test_make_without_a_context_touches_nothing(tmp_path, target, says):
     kubectl = fake_kubectl(tmp_path, context=False)
-    result = run("make", "deploy", f"KUBECTL={kubectl}", f"CERT_DIR={tmp_path / 'certs'}",
+    result = run("make", target, f"KUBECTL={kubectl}", f"CERT_DIR={tmp_path / 'certs'}",
                  f"MANIFEST={tmp_path / 'build' / 'poolguard.yaml'}")
     assert result.returncode != 0
     assert "error: kubectl has no current context" in result.stderr
-    assert "nothing was applied" in result.stderr
+    assert says in result.stderr
     calls = (tmp_path / "kubectl.log").read_text().splitlines()
-    assert calls == ["config current-context"]  # no kustomize, no apply
+    assert calls == ["config current-context"]  # no kustomize, no apply, no delete
     assert not (tmp_path / "certs").exists()
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.test_make_safety import fake_kubectl
 from tests.support.install import REPO, run
 
 MAKEFILES = [REPO / "Makefile", *sorted((REPO / "mk").glob("*.mk"))]
@@ -42,16 +41,6 @@ def test_run_listens_on_localhost_unless_told_otherwise() -> None:
 
     assert host_of() == "127.0.0.1"
     assert host_of("HOST=0.0.0.0") == "0.0.0.0"
-
-
-def test_undeploy_without_a_context_deletes_nothing(tmp_path: Path) -> None:
-    kubectl = fake_kubectl(tmp_path, context=False)
-    result = run("make", "undeploy", f"KUBECTL={kubectl}", f"CERT_DIR={tmp_path / 'certs'}",
-                 f"MANIFEST={tmp_path / 'build' / 'poolguard.yaml'}")
-    assert result.returncode != 0
-    assert "error: kubectl has no current context" in result.stderr
-    assert "nothing was applied or removed" in result.stderr
-    assert (tmp_path / "kubectl.log").read_text().splitlines() == ["config current-context"]
 
 
 def test_chromium_is_installed_without_recommends(tmp_path: Path) -> None:
