@@ -191,6 +191,8 @@ def _kept_by_controller(view: ClusterView, lws: Mapping[str, Any], leader_sts: M
                      "every sync during a rolling update and deletes nothing")
         return sts_replicas, Wait(name_of(leader_sts), f"the controller cannot read "
                                   f"{REPLICAS_ANNOTATION}")
+    if surge == 0:  # calculateRollingUpdateReplicas keeps no group without a surge
+        return to_replicas, None
     unready = unready_groups(view, lws, leader_sts, to_replicas, everyone)
     kept = rolling_update_replicas(to_replicas, surge, unavailable, len(unready))
     if kept <= to_replicas:
