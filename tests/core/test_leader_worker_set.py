@@ -20,8 +20,10 @@ from tests.support import lws_factories as lf
 from webhook.core.assessment import assess_scale
 from webhook.core.clamp import clamp_scale_down
 from webhook.core.cluster import Snapshot
+from webhook.core.decision import out_of_scope_reason
 from webhook.core.kube import parse_time_ns
 from webhook.core.leader_worker_set import rolling_update_replicas
+from webhook.core.mutation import SKIP_LABEL
 from webhook.core.policy import parse_policy
 from webhook.core.prediction import predict_scale
 
@@ -260,6 +262,17 @@ def test_the_clamp_lowers_an_autoscaler_to_whole_safe_groups():
     lws, objects = lf.lws_state([[HYB, HYB], [INF, INF]])
     clamp = clamp_scale_down(view_of(objects), POLICY, lws, 1, 2, NOW)
     assert clamp.holds
+
+
+def test_the_pod_selector_and_the_skip_label_read_the_worker_template():
+    lws = lf.leader_worker_set("llm")
+    selective = parse_policy({"pools": [{"name": "inference", "deletionCost": 1000,
+                                         "protected": True},
+                                        {"name": "hybrid", "deletionCost": -100}],
+                              "podSelector": {"matchLabels": {"app": "llm"}}})
+    assert out_of_scope_reason(selective, {}, lws) is None
+    lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"][SKIP_LABEL] = "true"
+    assert "pod template of LeaderWorkerSet ml/llm" in out_of_scope_reason(selective, {}, lws)
 
 
 # --- properties ---------------------------------------------------------------------------
