@@ -83,19 +83,20 @@ def scale_groups(view: ClusterView, lws: Mapping[str, Any], to_replicas: int) ->
     everyone = set_pods(view, namespace, name)
     groups = _groups(everyone, name)
     notes: list[str] = []
-    if leader_sts is None:
+    kept, wait = to_replicas, None
+    if leader_sts is not None:
+        kept, wait = _kept_by_controller(view, lws, leader_sts, to_replicas, everyone, notes)
+    elif groups:  # a new LeaderWorkerSet has neither
         notes.append(f"leader StatefulSet {name} is not in the view: the groups at index "
                      f"{to_replicas} and above are taken to go at once")
-        kept, wait = to_replicas, None
-    else:
-        kept, wait = _kept_by_controller(view, lws, leader_sts, to_replicas, everyone, notes)
     for group in groups.values():
         group.fate = (SURVIVES if group.index < to_replicas
                       else BLOCKED if group.index < kept else VICTIM)
     ordered = [groups[index] for index in sorted(groups, reverse=True)]
-    if any(group.fate == BLOCKED for group in ordered) and wait is not None:
-        notes.append(f"the LeaderWorkerSet controller keeps group{_s(kept - to_replicas)} "
-                     f"{_span(to_replicas, kept)} for now: {wait.reason}")
+    blocked = sorted(group.index for group in ordered if group.fate == BLOCKED)
+    if blocked and wait is not None:
+        notes.append(f"the LeaderWorkerSet controller keeps group{_s(len(blocked))} "
+                     f"{', '.join(map(str, blocked))} for now: {wait.reason}")
     return LwsScale(ordered, kept, group_size(lws), wait if kept > to_replicas else None, notes)
 
 
@@ -256,10 +257,6 @@ def _worker_set_ready(sts: Mapping[str, Any], index: int, revision: str) -> bool
 
 def _int(value: Any, default: int) -> int:
     return default if value is None or isinstance(value, bool) else int(value)
-
-
-def _span(low: int, high: int) -> str:
-    return str(low) if high - low == 1 else f"{low} to {high - 1}"
 
 
 def _s(count: int) -> str:
