@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from .active_pods_with_ranks import RankedPod, ranked_pod
@@ -48,6 +49,7 @@ REVISION_LABEL = "leaderworkerset.sigs.k8s.io/template-revision-hash"
 REPLICAS_ANNOTATION = "leaderworkerset.sigs.k8s.io/replicas"
 
 VICTIM, BLOCKED, SURVIVES = "victim", "blocked", "survives"
+_FIRST = itemgetter(0)
 
 
 @dataclass
@@ -109,10 +111,9 @@ def set_pods(view: ClusterView, namespace: str, name: str) -> list[PodFacts]:
 def _groups(everyone: Sequence[PodFacts], name: str) -> dict[int, LwsGroup]:
     """The active pods of `name`'s groups, by group index (the leader's ordinal)."""
     groups: dict[int, LwsGroup] = {}
+    workers: dict[int, list[tuple[int, RankedPod]]] = {}
     for facts in everyone:
-        if not facts.active:
-            continue
-        where = group_position(facts, name)
+        where = group_position(facts, name) if facts.active else None
         if where is None:
             continue
         index, worker = where
@@ -120,9 +121,9 @@ def _groups(everyone: Sequence[PodFacts], name: str) -> dict[int, LwsGroup]:
         if worker == 0:
             group.leader = ranked_pod(facts, 0)
         else:
-            group.workers.append(ranked_pod(facts, 0))
-    for group in groups.values():
-        group.workers.sort(key=lambda pod: _ordinal(pod.name)[1])
+            workers.setdefault(index, []).append((worker, ranked_pod(facts, 0)))
+    for index, members in workers.items():
+        groups[index].workers = [pod for _, pod in sorted(members, key=_FIRST)]
     return groups
 
 
