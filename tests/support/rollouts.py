@@ -56,7 +56,7 @@ def replicaset(owner: dict[str, Any], pod_hash: str, replicas: int, *, revision:
     return {"apiVersion": "apps/v1", "kind": "ReplicaSet",
             "metadata": {"name": name, "namespace": namespace,
                          "uid": f.uid_for(f"rs/{namespace}/{name}"),
-                         "creationTimestamp": created or f"2026-01-0{revision}T00:00:00Z",
+                         "creationTimestamp": created or f"2026-01-{revision + 1:02d}T00:00:00Z",
                          "labels": labels, "annotations": annotations,
                          "ownerReferences": [f.owner_ref(owner)]},
             "spec": {"replicas": replicas, "selector": {"matchLabels": dict(labels)},

@@ -120,7 +120,9 @@ def predict_rollout(view: ClusterView, rollout: Mapping[str, Any], to_replicas: 
     if unmodelled:
         _everything_possible(into, deletions, to_replicas, unmodelled)
     into.notes.extend(_notes(rollout, states, new_name, stable_name, replays, unmodelled))
-    if not unmodelled and least == kept and _steady(states, new_name, stable_name):
+    if not unmodelled and least == kept and _steady(states, new_name, stable_name) and (
+            kept[new_name or ""] < _named(states, new_name).replicas):
+        # A smaller count takes a longer prefix of the same order, as for a Deployment.
         only = deletions[new_name or ""]
         into.prefix_order = only.order
         into.prefix_chain = only.chain_bound
@@ -186,6 +188,10 @@ def _deadline(value: str | None, now_ns: int | None) -> str | None:
     if deadline <= now_ns:
         return PAST
     return NEAR if deadline - now_ns < NEAR_DEADLINE_NS else FUTURE
+
+
+def _named(states: Sequence[Tracked], name: str | None) -> Tracked:
+    return next(rs for rs in states if rs.name == name)
 
 
 def _by_hash(states: Sequence[Tracked], pod_hash: str | None) -> str | None:

@@ -116,7 +116,7 @@ def max_weight(rollout: Mapping[str, Any]) -> int:
 
 def traffic_routed(rollout: Mapping[str, Any]) -> bool:
     """A canary with `trafficRouting`."""
-    return bool(canary_of(rollout).get("trafficRouting"))
+    return canary_of(rollout).get("trafficRouting") is not None
 
 
 def current_step(rollout: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, int | None]:
@@ -151,7 +151,7 @@ def abort_delay_set(rollout: Mapping[str, Any]) -> tuple[bool, bool]:
     An explicit 0 means no delay at all (the canary or preview stays up)."""
     for which in ("blueGreen", "canary"):
         found = strategy(rollout, which)
-        if found is None or (which == "canary" and not found.get("trafficRouting")):
+        if found is None or (which == "canary" and found.get("trafficRouting") is None):
             continue
         value = found.get("abortScaleDownDelaySeconds")
         if value is None:
@@ -338,7 +338,7 @@ def min_pods(rollout: Mapping[str, Any], count: int) -> int:
     """CheckMinPodsPerReplicaSet (traffic routing only), capped at spec.replicas."""
     canary = canary_of(rollout)
     minimum = canary.get("minPodsPerReplicaSet")
-    if count == 0 or minimum is None or not canary.get("trafficRouting"):
+    if count == 0 or minimum is None or canary.get("trafficRouting") is None:
         return count
     return max(count, min(int(minimum), rollout_replicas(rollout)))
 
