@@ -30,6 +30,7 @@ from webhook.core.argo_rollout_counts import (
 from webhook.core.assessment import assess_scale
 from webhook.core.clamp import clamp_scale_down
 from webhook.core.cluster import Snapshot
+from webhook.core.decision import decide_scale
 from webhook.core.kube import parse_time_ns
 from webhook.core.policy import parse_policy
 from webhook.core.prediction import ScalePrediction, predict_scale
@@ -887,3 +888,38 @@ def test_a_rollout_prediction_is_a_scale_prediction():
     assert isinstance(prediction, ScalePrediction)
     assert (prediction.kind, prediction.from_replicas, prediction.to_replicas) == ("Rollout", 4, 4)
     assert not prediction.victims
+
+
+def test_workload_ref_rollout_is_judged_by_the_referenced_template_labels():
+    """The policy's podSelector matches the pod template, which a workloadRef Rollout
+    takes from its Deployment: without reading it the Rollout would be out of scope."""
+    source = f.deployment("web", replicas=0)
+    rollout = ro.rollout("web", 3, current="v1", stable="v1")
+    del rollout["spec"]["template"]
+    rollout["spec"]["workloadRef"] = {"apiVersion": "apps/v1", "kind": "Deployment",
+                                      "name": "web"}
+    rs = ro.replicaset(rollout, "v1", 3, revision=1)
+    pods = _pods(rs, "w", ["inf-1", "inf-1", "hyb-1"])
+    view = Snapshot([source, rollout, rs, *NODES, *pods])
+    policy = parse_policy({"pools": [{"name": "inference", "deletionCost": 1000,
+                                      "protected": True}],
+                           "podSelector": {"matchLabels": {"app": "web"}}})
+    decision = decide_scale(view, policy, rollout, 1, NOW)
+    assert decision.out_of_scope is None
+    assert decision.assessment is not None and not decision.assessment.verdict.allowed
+    rollout["spec"]["workloadRef"]["name"] = "gone"
+    assert "podSelector" in (decide_scale(view, policy, rollout, 1, NOW).out_of_scope or "")
+
+
+def test_possible_victims_alone_are_judged():
+    """No pod goes for sure, but an old ReplicaSet whose deadline is about to pass may
+    go to 0 now: the verdict judges that worst case."""
+    view, rollout = _blue_green("2026-03-01T00:00:05Z")
+    prediction = predict_scale(view, rollout, 4, NOW)
+    assert not prediction.victims
+    assert _names(prediction.possible_victims) == ["old-0", "old-1", "old-2", "old-3"]
+    verdict = assess_scale(view, POLICY, rollout, 4, NOW).verdict
+    assert not verdict.allowed
+    message = verdict.violations[0].message
+    assert message.startswith("may delete protected-pool pods old-")
+    assert "old-0 (node inf-1, pool inference)" in message and "old-1 (node inf-2" in message
