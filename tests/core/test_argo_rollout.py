@@ -696,6 +696,8 @@ def test_steady_state_with_unavailable_pods_dips_below_the_new_count():
     assert len(prediction.victims) == 5
     assert all(not p.ready for p in prediction.victims)
     assert prediction.prefix_order is None  # a smaller count need not delete a prefix
+    assert any("takes web-v1 down to 7 before it scales it back up to 10" in note
+               for note in prediction.notes)
 
 
 def test_basic_canary_splits_the_new_count_as_the_controller_syncs():

@@ -313,6 +313,12 @@ def _notes(rollout: Mapping[str, Any], states: Sequence[Tracked], new_name: str 
     if stop:
         notes.append(f"{stop}: the controller scales no ReplicaSet until it resumes; the "
                      "prediction is what it does then, from today's state")
+    first = replays[0]
+    for name, low in sorted(first.lowest.items()):
+        if low < first.final[name] and low < _named(states, name).replicas:
+            notes.append(f"the Rollouts controller takes {name} down to {low} before it "
+                         f"scales it back up to {first.final[name]}: the pods above {low} "
+                         "go, and new ones replace them")
     with_pods = [rs for rs in states if rs.replicas > 0]
     if len(with_pods) > 1 or (with_pods and with_pods[0].name != new_name):
         split = ", ".join(f"{name} {size}" for name, size in sorted(replays[0].final.items())
