@@ -925,3 +925,22 @@ def test_possible_victims_alone_are_judged():
     message = verdict.violations[0].message
     assert message.startswith("may delete protected-pool pods old-")
     assert "old-0 (node inf-1, pool inference)" in message and "old-1 (node inf-2" in message
+
+
+def test_a_replicaset_set_down_in_two_syncs_may_rank_twice():
+    """10 -> 5 at setWeight 20 sets the stable ReplicaSet to 6, then to 4 (see the split
+    above). If its ReplicaSet controller syncs in between, it deletes 2 of the 4 pods on
+    hyb-1 (rank 4) and ranks again: then every node holds 2 and any pod may go; in one
+    sync the 4 pods on hyb-1 go. Both are possible."""
+    rollout = ro.rollout("web", 10, canary={"steps": [{"setWeight": 20}, {"pause": {}}]},
+                         current="v2", stable="v1", step=1)
+    stable = ro.replicaset(rollout, "v1", 8, revision=1)
+    canary = ro.replicaset(rollout, "v2", 2, revision=2)
+    pods = (_pods(stable, "s", ["hyb-1"] * 4 + ["inf-1"] * 2 + ["inf-2"] * 2)
+            + _pods(canary, "c", ["hyb-2", "hyb-2"]))
+    view = Snapshot([rollout, stable, canary, *NODES, *pods])
+    prediction = predict_scale(view, rollout, 5, NOW)
+    stable_victims = [p for p in prediction.victims if p.replica_set == "web-v1"]
+    assert {p.node_name for p in stable_victims} == {"hyb-1"}
+    assert {p.node_name for p in prediction.possible_victims} >= {"inf-1", "inf-2"}
+    assert not assess_scale(view, POLICY, rollout, 5, NOW).verdict.allowed

@@ -46,7 +46,7 @@ from .argo_rollout_sync import (
 )
 from .chain_bound import ChainBound
 from .cluster import ClusterView, candidate_pod_facts
-from .deployment_sync import tie_groups_over_sync_orders
+from .deployment_sync import not_yet_tied, tie_groups_over_sync_orders, two_step_group
 from .kube import (
     annotations_of,
     labels_of,
@@ -112,6 +112,11 @@ def predict_rollout(view: ClusterView, rollout: Mapping[str, Any], to_replicas: 
         into.victims.extend(deletion.victims)
         into.survivors.extend(deletion.order[len(deletion.victims):])
     into.tie_groups = tie_groups_over_sync_orders(deletions, all_pods, burst)
+    into.tie_groups += not_yet_tied(
+        [group for rs in states for step in _steps_above(rs, kept[rs.name], replays)
+         for group in two_step_group(owned[rs.name], all_pods, step, deletions[rs.name],
+                                     now_ns, burst)],
+        into.tie_groups, into.victims)
     for name, deletion in deletions.items():
         if least[name] < kept[name]:
             into.tie_groups = _widen(into.tie_groups, deletion, kept[name] - least[name],
@@ -231,6 +236,13 @@ def _variants(rollout: Mapping[str, Any], states: Sequence[Tracked], new_name: s
     new = next((rs for rs in states if rs.name == new_name), None)
     analysis = [False, True] if post_promotion_wait(rollout, new) else [True]
     return [Variant(f, d, a) for f in freshness for d in near for a in analysis]
+
+
+def _steps_above(rs: Tracked, kept: int, replays: Sequence[Replay]) -> list[int]:
+    """Sizes `rs` is set to on its way down to `kept`: its ReplicaSet controller may
+    delete down to each of them first, then rank again what is left."""
+    return sorted({size for r in replays for size in r.steps[rs.name]
+                   if kept < size < rs.replicas}, reverse=True)
 
 
 def _why_timing(name: str, least: int) -> str:

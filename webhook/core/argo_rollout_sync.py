@@ -69,10 +69,13 @@ class Variant:
 
 @dataclass
 class Replay:
-    """The sizes one variant leads to: the lowest (what is deleted) and the last."""
+    """The sizes one variant leads to: the lowest (what is deleted), the last, and every
+    size each ReplicaSet was set to on the way (its ReplicaSet controller may sync on
+    any of them, ranking again what is left)."""
 
     lowest: dict[str, int] = field(default_factory=dict)
     final: dict[str, int] = field(default_factory=dict)
+    steps: dict[str, list[int]] = field(default_factory=dict)
 
 
 Availability = Callable[[str, int], int]  # (ReplicaSet, lowest size) -> available pods
@@ -82,6 +85,7 @@ def replay(rollout: Mapping[str, Any], states: Sequence[Tracked], new_name: str 
            stable_name: str | None, variant: Variant, fresh: Availability) -> Replay:
     """The controller's syncs for `rollout` (carrying the new spec.replicas) from `states`."""
     tracked = {rs.name: replace(rs, lowest=rs.replicas) for rs in states}
+    steps: dict[str, list[int]] = {name: [] for name in tracked}
     sync = _blue_green_sync if strategy(rollout, "blueGreen") is not None else _canary_sync
     for _ in range(_MAX_SYNCS):
         before = {name: rs.replicas for name, rs in tracked.items()}
@@ -89,12 +93,13 @@ def replay(rollout: Mapping[str, Any], states: Sequence[Tracked], new_name: str 
         for name, rs in tracked.items():
             if rs.replicas != before[name]:
                 rs.lowest = min(rs.lowest, rs.replicas)
+                steps[name].append(rs.replicas)
                 if variant.fresh:
                     rs.available = min(rs.available, fresh(name, rs.lowest))
         if all(rs.replicas == before[name] for name, rs in tracked.items()):
             break
     return Replay({n: rs.lowest for n, rs in tracked.items()},
-                  {n: rs.replicas for n, rs in tracked.items()})
+                  {n: rs.replicas for n, rs in tracked.items()}, steps)
 
 
 def _split(tracked: Mapping[str, Tracked], new_name: str | None,
