@@ -13,6 +13,7 @@ Upstream (github.com/argoproj/argo-rollouts, branch release-1.10):
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ from webhook.core.argo_rollout_counts import (
     basic_canary_counts,
     traffic_routed_counts,
 )
+from webhook.core.argo_rollout_sync import Tracked, Variant, reachable_lowest, sync_once
 from webhook.core.assessment import assess_scale
 from webhook.core.clamp import clamp_scale_down
 from webhook.core.cluster import Snapshot
@@ -944,3 +946,64 @@ def test_a_replicaset_set_down_in_two_syncs_may_rank_twice():
     assert {p.node_name for p in stable_victims} == {"hyb-1"}
     assert {p.node_name for p in prediction.possible_victims} >= {"inf-1", "inf-2"}
     assert not assess_scale(view, POLICY, rollout, 5, NOW).verdict.allowed
+
+
+def test_pods_coming_up_later_may_take_the_stable_further_down():
+    """4 -> 3 at setWeight 75 (maxSurge and maxUnavailable 25%: 1 and 0 at 3 replicas):
+    approximateWeightedCanaryStableReplicaCounts picks canary 3 of 4 (exactly 75%), so
+    stable 1. With the canary's unready pod the stable can only go to 2 now (minAvailable
+    3); once that pod is up, the next sync takes it to 1. Either may happen."""
+    rollout = ro.rollout("web", 4, canary={"maxSurge": "25%", "maxUnavailable": "25%",
+                                           "steps": [{"setWeight": 75}, {"pause": {}}]},
+                         current="v2", stable="v1", step=1)
+    stable = ro.replicaset(rollout, "v1", 3, revision=1)
+    canary = ro.replicaset(rollout, "v2", 2, revision=2, available=1)
+    pods = (_pods(stable, "s", ["hyb-1", "inf-1", "inf-2"], ["-100", "1000", "1000"])
+            + _pods(canary, "c", ["hyb-2", "hyb-2"], ready=[True, False]))
+    view = Snapshot([rollout, stable, canary, *NODES, *pods])
+    prediction = predict_scale(view, rollout, 3, NOW)
+    assert prediction.replica_set_targets == {"web-v1": (3, 2), "web-v2": (2, 2)}
+    assert _names(prediction.victims) == ["s-0"]
+    (group,) = [g for g in prediction.tie_groups if g.why]
+    assert (_names(group.members), group.removed) == (["s-1", "s-2"], 1)
+    assert "new pods up or not" in (group.why or "")
+    verdict = assess_scale(view, POLICY, rollout, 3, NOW).verdict
+    assert [v.rule for v in verdict.violations] == ["protectedLast"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(replicas=st.integers(1, 8), weight=st.sampled_from([10, 25, 50, 75, 90]),
+       fences=st.sampled_from([(0, 1), (1, 0), (1, 1), ("25%", "25%"), (2, "50%")]),
+       sizes=st.tuples(st.integers(0, 8), st.integers(0, 8), st.integers(0, 3)),
+       data=st.data())
+def test_every_order_of_availability_changes_is_covered(replicas, weight, fences, sizes,
+                                                        data):
+    """A random walk of syncs and availability changes (victims gone, pods up) never
+    takes a ReplicaSet below the lowest size the search reports."""
+    rollout = {"spec": {"replicas": data.draw(st.integers(0, replicas)), "strategy": {
+        "canary": {"maxSurge": fences[0], "maxUnavailable": fences[1],
+                   "steps": [{"setWeight": weight}, {"pause": {}}]}}},
+        "status": {"currentPodHash": "v2", "stableRS": "v1", "currentStepIndex": 1}}
+    states = [Tracked(name, name, size, data.draw(st.integers(0, size)), str(revision),
+                      revision, lowest=size)
+              for revision, (name, size) in enumerate(zip(("v1", "v2", "v0"), sizes,
+                                                          strict=True))]
+    ready = {rs.name: rs.available for rs in states}
+
+    def fresh(name: str, size: int) -> int:
+        return min(size, ready[name])
+
+    least = reachable_lowest(rollout, states, "v2", "v1", Variant(False, True), fresh)
+    assert least is not None
+    walk = {rs.name: replace(rs) for rs in states}
+    for move in data.draw(st.lists(st.tuples(st.sampled_from(["sync", "gone", "up"]),
+                                             st.sampled_from(["v1", "v2", "v0"])),
+                                   max_size=20)):
+        rs = walk[move[1]]
+        if move[0] == "sync":
+            sync_once(rollout, walk, "v2", "v1", Variant(False, True))
+        elif move[0] == "gone":
+            rs.available = min(rs.available, fresh(rs.name, rs.lowest))
+        else:
+            rs.available = rs.replicas
+        assert all(walk[name].lowest >= least[name] for name in walk)
