@@ -52,6 +52,7 @@ from .cluster import ClusterView, candidate_pod_facts
 from .deployment_sync import not_yet_tied, tie_groups_over_sync_orders, two_step_group
 from .kube import (
     annotations_of,
+    go_parse_int,
     labels_of,
     meta,
     name_of,
@@ -300,8 +301,11 @@ def _unmodelled(rollout: Mapping[str, Any], states: Sequence[Tracked], new_name:
     if new_name is None:
         reasons.append("no ReplicaSet carries status.currentPodHash (the controller has "
                        "not recorded its new ReplicaSet yet)")
-    observed, generation = status.get("observedGeneration"), meta(rollout).get("generation")
-    if observed is not None and generation is not None and str(observed) != str(generation):
+    # calculateBaseStatus writes strconv.Itoa(generation); older controllers wrote a hash,
+    # which says nothing about the generation.
+    observed = go_parse_int(str(status.get("observedGeneration") or ""))
+    generation = meta(rollout).get("generation")
+    if observed is not None and generation is not None and observed != int(generation):
         reasons.append(f"the controller has not seen the Rollout's latest change yet "
                        f"(observedGeneration {observed}, generation {generation})")
     if status.get("abort") and stable_name is not None and (
