@@ -563,7 +563,7 @@ def test_a_paused_canary_is_predicted_as_it_scales_on_resume():
 
 
 @pytest.mark.parametrize("change", ["unrecorded new ReplicaSet", "unobserved generation",
-                                    "aborted with a delay"])
+                                    "aborted with a delay", "unobserved workload template"])
 def test_what_is_not_modelled_makes_every_pod_a_possible_victim(change):
     status: dict[str, Any] = {"canary": {"weights": {"canary": {"weight": 50},
                                                      "stable": {"weight": 50}}}}
@@ -574,6 +574,10 @@ def test_what_is_not_modelled_makes_every_pod_a_possible_victim(change):
         "trafficRouting": {"nginx": {}}, "steps": [{"setWeight": 50}, {"pause": {}}]})
     if change == "unobserved generation":
         rollout["metadata"]["generation"] = 2
+    if change == "unobserved workload template":  # rollout/sync.go persistRolloutStatus
+        rollout["spec"]["workloadRef"] = {"kind": "Deployment", "name": "web"}
+        rollout["metadata"]["annotations"] = {"rollout.argoproj.io/workload-generation": "3"}
+        rollout["status"]["workloadObservedGeneration"] = "2"
     stable = ro.replicaset(rollout, "v1", 4, revision=1)
     canary = ro.replicaset(rollout, "v2", 2, revision=2)
     pods = (_pods(stable, "s", ["hyb-1", "hyb-2"] * 2, ["-100"] * 4)

@@ -69,6 +69,7 @@ from .selectors import compile_workload_selector
 
 HASH_LABEL = "rollouts-pod-template-hash"  # v1alpha1.DefaultRolloutUniqueLabelKey
 REVISION_ANNOTATION = "rollout.argoproj.io/revision"
+WORKLOAD_GENERATION_ANNOTATION = "rollout.argoproj.io/workload-generation"
 DEADLINE_ANNOTATION = "scale-down-deadline"  # DefaultReplicaSetScaleDownDeadlineAnnotationKey
 # A scale-down deadline closer than this may pass before the controller's sync runs.
 NEAR_DEADLINE_NS = 10 * 1_000_000_000
@@ -308,6 +309,13 @@ def _unmodelled(rollout: Mapping[str, Any], states: Sequence[Tracked], new_name:
     if observed is not None and generation is not None and observed != int(generation):
         reasons.append(f"the controller has not seen the Rollout's latest change yet "
                        f"(observedGeneration {observed}, generation {generation})")
+    # persistRolloutStatus copies the workload-generation annotation (the referenced
+    # workload's generation, set when its template changes) to the status once seen.
+    seen = go_parse_int(str(status.get("workloadObservedGeneration") or ""))
+    wanted = go_parse_int(annotations_of(rollout).get(WORKLOAD_GENERATION_ANNOTATION) or "")
+    if spec_of(rollout).get("workloadRef") and None not in (seen, wanted) and seen != wanted:
+        reasons.append(f"the controller has not seen the referenced workload's latest "
+                       f"template yet (generation {wanted}, observed {seen})")
     if status.get("abort") and stable_name is not None and (
             strategy(rollout, "blueGreen") is not None or traffic_routed(rollout)
     ) and abort_delay_set(rollout)[0] and not (canary_of(rollout).get("dynamicStableScale")
