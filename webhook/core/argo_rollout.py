@@ -102,20 +102,12 @@ def predict_rollout(view: ClusterView, rollout: Mapping[str, Any], to_replicas: 
     new_name = _by_hash(states, status.get("currentPodHash"))
     stable_name = _by_hash(states, status.get("stableRS"))
     scaled = {**rollout, "spec": {**spec_of(rollout), "replicas": to_replicas}}
-    fresh = _fresh_availability(owned, all_pods, rollout, now_ns, burst)
     variants = _variants(rollout, states, new_name)
     replays = [replay(scaled, states, new_name, stable_name, v) for v in variants]
     kept = {rs.name: max(r.lowest[rs.name] for r in replays) for rs in states}
-    least = _least(scaled, states, new_name, stable_name, variants, replays, fresh, into.notes)
-    deletions: dict[str, Deletion] = {}
-    for rs in sorted(states, key=lambda r: (r.created_ns, r.name)):
-        deletion = deletions_of_facts(owned[rs.name], all_pods, kept[rs.name], now_ns, burst)
-        for pod in deletion.order:
-            pod.replica_set = rs.name
-        deletions[rs.name] = deletion
-        into.replica_set_targets[rs.name] = (rs.replicas, kept[rs.name])
-        into.victims.extend(deletion.victims)
-        into.survivors.extend(deletion.order[len(deletion.victims):])
+    least = _least(scaled, states, new_name, stable_name, variants, replays,
+                   _fresh_availability(owned, all_pods, rollout, now_ns, burst), into.notes)
+    deletions = _deletions(into, states, owned, all_pods, kept, now_ns, burst)
     into.tie_groups = tie_groups_over_sync_orders(deletions, all_pods, burst)
     into.tie_groups += not_yet_tied(
         [group for rs in states for step in _steps_above(rs, kept[rs.name], replays)
@@ -136,6 +128,24 @@ def predict_rollout(view: ClusterView, rollout: Mapping[str, Any], to_replicas: 
         only = deletions[new_name or ""]
         into.prefix_order = only.order
         into.prefix_chain = only.chain_bound
+
+
+def _deletions(into: PredictionFields, states: Sequence[Tracked],
+               owned: Mapping[str, list[PodFacts]], all_pods: list[PodFacts],
+               kept: Mapping[str, int], now_ns: int | None,
+               burst: int) -> dict[str, Deletion]:
+    """Each ReplicaSet's deletions down to its size in `kept`, oldest ReplicaSet first,
+    ranked with the pods of every ReplicaSet of the Rollout (`all_pods`)."""
+    deletions: dict[str, Deletion] = {}
+    for rs in sorted(states, key=lambda r: (r.created_ns, r.name)):
+        deletion = deletions_of_facts(owned[rs.name], all_pods, kept[rs.name], now_ns, burst)
+        for pod in deletion.order:
+            pod.replica_set = rs.name
+        deletions[rs.name] = deletion
+        into.replica_set_targets[rs.name] = (rs.replicas, kept[rs.name])
+        into.victims.extend(deletion.victims)
+        into.survivors.extend(deletion.order[len(deletion.victims):])
+    return deletions
 
 
 # --- the objects, as the controller reads them ------------------------------------------
