@@ -730,3 +730,24 @@ def test_every_order_of_availability_changes_is_covered(replicas, weight, fences
         else:
             rs.available = rs.replicas
         assert all(walk[name].lowest >= least[name] for name in walk)
+
+
+def test_an_abandoned_intermediate_replicaset_drains_first():
+    """v1 stable (2), v2 an update abandoned for v3 (1), v3 new (1), setWeight 50; 4 -> 2
+    (maxSurge 1, maxUnavailable 0 at 2). CalculateReplicaCountsForBasicCanary returns
+    early while an older ReplicaSet has replicas; scaleDownOldReplicaSetsForCanary takes
+    v2 to 0 (4 available, minAvailable 2). The next sync splits 1/1 (50% of 2) and,
+    increasing, scales the stable down by 3 - 2 = 1. v2 would drain without the scale
+    too (minAvailable 3 at 4 replicas leaves 1 to go): a note says so."""
+    rollout = ro.rollout("web", 4, canary={"steps": [{"setWeight": 50}, {"pause": {}}]},
+                         current="v3", stable="v1", step=1)
+    stable = ro.replicaset(rollout, "v1", 2, revision=1)
+    abandoned = ro.replicaset(rollout, "v2", 1, revision=2)
+    new = ro.replicaset(rollout, "v3", 1, revision=3)
+    pods = (_pods(stable, "s", ["hyb-1", "hyb-2"]) + _pods(abandoned, "a", ["inf-1"])
+            + _pods(new, "n", ["inf-2"]))
+    prediction = predict_scale(Snapshot([rollout, stable, abandoned, new, *NODES, *pods]),
+                               rollout, 2, NOW)
+    assert prediction.replica_set_targets == {"web-v1": (2, 1), "web-v2": (1, 0),
+                                              "web-v3": (1, 1)}
+    assert any("still moving" in note and "web-v2" in note for note in prediction.notes)

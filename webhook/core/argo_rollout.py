@@ -122,6 +122,12 @@ def predict_rollout(view: ClusterView, rollout: Mapping[str, Any], to_replicas: 
     if unmodelled:
         _everything_possible(into, deletions, to_replicas, unmodelled)
     into.notes.extend(_notes(rollout, states, new_name, stable_name, replays, unmodelled))
+    moving = replay(rollout, states, new_name, stable_name, variants[0]).lowest
+    shrinking = [rs.name for rs in states if moving[rs.name] < rs.replicas]
+    if shrinking:
+        into.notes.append(f"the update is still moving: without this scale the Rollouts "
+                          f"controller would shrink {', '.join(shrinking)} too; those "
+                          "deletions are counted here")
     if not unmodelled and least == kept and _steady(states, new_name, stable_name) and (
             kept[new_name or ""] < _named(states, new_name).replicas):
         # A smaller count takes a longer prefix of the same order, as for a Deployment.
