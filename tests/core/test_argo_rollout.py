@@ -751,3 +751,23 @@ def test_an_abandoned_intermediate_replicaset_drains_first():
     assert prediction.replica_set_targets == {"web-v1": (2, 1), "web-v2": (1, 0),
                                               "web-v3": (1, 1)}
     assert any("still moving" in note and "web-v2" in note for note in prediction.notes)
+
+
+def test_blue_green_keeps_only_the_newest_old_replicasets_within_the_revision_limit():
+    """scaleDownDelayHelper with scaleDownDelayRevisionLimit 1: old ReplicaSets newest
+    revision first; the first within its deadline follows the new count, the next is
+    beyond the limit and goes to 0."""
+    rollout = ro.rollout("web", 4, blue_green={"activeService": "web",
+                                               "scaleDownDelayRevisionLimit": 1},
+                         current="v3", stable="v3",
+                         status={"blueGreen": {"activeSelector": "v3"}})
+    later = "2026-03-01T00:10:00Z"
+    oldest = ro.replicaset(rollout, "v1", 4, revision=1, deadline=later)
+    older = ro.replicaset(rollout, "v2", 4, revision=2, deadline=later)
+    active = ro.replicaset(rollout, "v3", 4, revision=3)
+    pods = [pod for rs, prefix in ((oldest, "a"), (older, "b"), (active, "c"))
+            for pod in _pods(rs, prefix, ["hyb-1", "hyb-2"] * 2)]
+    prediction = predict_scale(Snapshot([rollout, oldest, older, active, *NODES, *pods]),
+                               rollout, 2, NOW)
+    assert prediction.replica_set_targets == {"web-v1": (4, 0), "web-v2": (4, 2),
+                                              "web-v3": (4, 2)}
