@@ -170,7 +170,7 @@ class State:
         first = self.start + self.target  # the lowest condemned ordinal
         condemned = list(range(first, self.start + self.replicas))
         chosen = rng.sample(condemned, rng.randint(1, len(condemned)))
-        if self.target and rng.random() < 0.3:
+        if self.target and rng.random() < 0.4:
             chosen.append(rng.randrange(self.start, first))
         fates = []
         for ordinal in sorted(chosen):
@@ -340,9 +340,12 @@ class State:
             f"/apis/apps/v1/namespaces/{self.ns}/{workload}s/w")["spec"]["replicas"]
         target = self.rng.randint(0, current - 1) if self.target is None else self.target
         available = self.new_replicaset_available()
-        if available is not None and 0 < available < current and self.rng.random() < 0.4:
+        if available is not None and 0 < available < current and self.rng.random() < 0.75:
             # The count a stale availableReplicas can reach: the Deployment controller's
-            # next sync may then find the new ReplicaSet saturated.
+            # next sync may then find the new ReplicaSet saturated. Mostly this count: the
+            # race also needs the proportional split to give the new ReplicaSet exactly
+            # it, which only some rollouts do (a percentage maxSurge, the new ReplicaSet
+            # at full size).
             target = available
         self.description += f" -> {target}"
         saved = self.out / f"seed-{self.seed}.state.yaml"
