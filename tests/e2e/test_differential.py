@@ -126,7 +126,10 @@ class State:
             self.build_statefulset()
         else:
             revisions = rng.choice([1, 1, 2, 2, 3])
-            surge = rng.choice([1, 2, "25%", "50%"])
+            # 100%: the new ReplicaSet comes up at full size beside the old one, and a
+            # scale-down to its available count then splits so that the Deployment
+            # controller's next sync may read a stale saturation.
+            surge = rng.choice([1, 2, "25%", "50%", "100%"])
             unavailable = rng.choice([0, 1, "25%"])
             # Pods ready for less than minReadySeconds are not available. No pod's age
             # (AGES, +-20%) comes near 1800 s, so none turns available while a state runs.
