@@ -1,0 +1,948 @@
+"""The Argo Rollouts controller's ReplicaSet handling, driven from the tests.
+
+The e2e tier does not build the real controller (github.com/argoproj/argo-rollouts; see
+docs/development.md for what its cold build costs). This driver takes its place for the
+Rollouts a test makes: it runs the controller's reconcile passes with the controller's
+identity (ServiceAccount argo-rollouts/argo-rollouts) and writes what the controller
+writes: the ReplicaSets it creates (name, `rollouts-pod-template-hash` label and selector,
+revision and desired-replicas annotations, controller ownerReference), their
+`spec.replicas`, the `scale-down-deadline` annotation, the Services' selectors and the
+Rollout's status. The real ReplicaSet controller then picks the pods that go.
+
+Transcribed from argo-rollouts v1.10.2, independently of poolguard's own prediction (the
+point is an independent check):
+- rollout/context.go `reconcile`: a scaling event (the desired-replicas annotation of the
+  new or stable ReplicaSet differs from spec.replicas) syncs replicas only
+  (rollout/sync.go `isScalingEvent`, `syncReplicasOnly`); otherwise the strategy's pass.
+- rollout/canary.go `reconcileCanaryReplicaSets`: unless halted (`spec.paused`), the stable
+  ReplicaSet first, then the new one, then the others, one scaled ReplicaSet per pass;
+  `scaleDownOldReplicaSetsForCanary` with `cleanupUnhealthyReplicas`
+  (rollout/replicaset.go).
+- utils/replicaset/canary.go `CalculateReplicaCountsForBasicCanary` with
+  `approximateWeightedCanaryStableReplicaCounts`, `adjustReplicaWithinLimits`,
+  `GetReplicasForScaleDown`, `GetCurrentSetWeight`; utils/replicaset/replicaset.go
+  `resolveFenceposts`, `MaxSurge`, `MaxUnavailable`, `NewRSNewReplicas`.
+- rollout/bluegreen.go `reconcileBlueGreenReplicaSets`: stable to spec.replicas, the new
+  ReplicaSet to its count, the others through `scaleDownDelayHelper` (an old ReplicaSet
+  within its scale-down deadline follows spec.replicas); the pause and the active switch.
+
+Covered: basic canary (setWeight and pause steps, maxSurge/maxUnavailable as ints or
+percentages, spec.paused) and blue-green (active/preview Services, autoPromotionEnabled,
+previewReplicaCount, scaleDownDelaySeconds). Not covered (the tests make none): traffic
+routing (so no dynamicStableScale or setCanaryScale), analysis, experiments, abort,
+anti-affinity injection, ephemeral metadata. The template hash is fnv32a over this
+driver's JSON of the template (the controller hashes Go's JSON of the struct): the same
+shape of label value, not the same value.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import math
+import os
+import subprocess
+import time
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.e2e.controlplane import wait_for
+from tests.e2e.harness import Environment, api_client
+from tests.e2e.workloads import settled
+
+MODULE = "github.com/argoproj/argo-rollouts"
+VERSION = "v1.10.2"
+GROUP, API_VERSION, PLURAL = "argoproj.io", "v1alpha1", "rollouts"
+CRD_NAME = f"{PLURAL}.{GROUP}"
+IDENTITY = ("argo-rollouts", "argo-rollouts")  # (namespace, ServiceAccount) of the controller
+HASH_LABEL = "rollouts-pod-template-hash"  # v1alpha1.DefaultRolloutUniqueLabelKey
+REVISION = "rollout.argoproj.io/revision"  # annotations.RevisionAnnotation
+DESIRED = "rollout.argoproj.io/desired-replicas"  # annotations.DesiredReplicasAnnotation
+DEADLINE = "scale-down-deadline"  # v1alpha1.DefaultReplicaSetScaleDownDeadlineAnnotationKey
+MANAGED_BY = "argo-rollouts.argoproj.io/managed-by-rollouts"  # v1alpha1.ManagedByRolloutsKey
+CANARY_PAUSE, BLUE_GREEN_PAUSE = "CanaryPauseStep", "BlueGreenPause"
+MAX_WEIGHT = 100  # weightutil.MaxTrafficWeight without traffic routing
+JSON_PATCH = "application/json-patch+json"
+SAFE_ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand
+
+
+# --- the Rollout CRD, from the controller's module ----------------------------------------
+
+def rollout_crd(cache: Path | None = None) -> str:
+    """manifests/crds/rollout-crd.yaml of the module, read from the zip the Go module proxy
+    serves (`go mod download -json`; cached under ~/.cache/poolguard-e2e).
+
+    The module's go.mod asks for a newer Go patch release than some machines have:
+    `go mod download` then reports an error for the module but has already fetched the
+    zip, whose path the JSON still names; nothing is built, so that is enough."""
+    cache = cache or Path.home() / ".cache" / "poolguard-e2e" / f"argo-rollouts-{VERSION}"
+    target = cache / "rollout-crd.yaml"
+    if target.exists():
+        return target.read_text()
+    go = "go" if subprocess.run(["sh", "-c", "command -v go"], capture_output=True,
+                                check=False).returncode == 0 else "/usr/local/go/bin/go"
+    done = subprocess.run([go, "mod", "download", "-json", f"{MODULE}@{VERSION}"],
+                          capture_output=True, text=True, check=False, cwd=cache.parent,
+                          env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"})
+    info = json.loads(done.stdout or "{}")
+    if not info.get("Zip") or not Path(info["Zip"]).exists():
+        raise RuntimeError(f"go mod download {MODULE}@{VERSION} failed:\n"
+                           f"{done.stdout}\n{done.stderr}")
+    with zipfile.ZipFile(info["Zip"]) as archive:
+        text = archive.read(f"{MODULE}@{VERSION}/manifests/crds/rollout-crd.yaml").decode()
+    cache.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    return text
+
+
+def install_rollout_crd(env: Environment) -> None:
+    """The real Rollout CRD (its full schema and /scale subresource), once per cluster.
+
+    Server-side apply: the CRD is too large for the last-applied annotation. A minimal CRD
+    another test made under the same name is replaced."""
+    env.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=e2e-crds",
+                "-f", "-", stdin=rollout_crd(), check=True)
+    env.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s",
+                check=True)
+
+
+# --- manifests ------------------------------------------------------------------------------
+
+def canary_rollout(name: str, replicas: int, template: dict[str, Any], *,
+                   steps: Sequence[Mapping[str, Any]] = (), max_surge: int | str = 1,
+                   max_unavailable: int | str = 0, paused: bool = False,
+                   min_ready_seconds: int = 0) -> dict[str, Any]:
+    """A basic canary Rollout. maxSurge/maxUnavailable are always set: v1.10.2's defaults
+    ("25", not a percentage) make `resolveFenceposts` fail and both resolve to 0."""
+    return _rollout(name, replicas, template, paused, min_ready_seconds, {"canary": {
+        "maxSurge": max_surge, "maxUnavailable": max_unavailable, "steps": list(steps)}})
+
+
+def blue_green_rollout(name: str, replicas: int, template: dict[str, Any], *,
+                       auto_promotion: bool = False, scale_down_delay: int | None = None,
+                       preview_replicas: int | None = None, min_ready_seconds: int = 0
+                       ) -> dict[str, Any]:
+    """A blue-green Rollout with Services NAME-active and NAME-preview (`services`)."""
+    strategy: dict[str, Any] = {"activeService": f"{name}-active",
+                                "previewService": f"{name}-preview",
+                                "autoPromotionEnabled": auto_promotion}
+    if scale_down_delay is not None:
+        strategy["scaleDownDelaySeconds"] = scale_down_delay
+    if preview_replicas is not None:
+        strategy["previewReplicaCount"] = preview_replicas
+    return _rollout(name, replicas, template, False, min_ready_seconds, {"blueGreen": strategy})
+
+
+def _rollout(name: str, replicas: int, template: dict[str, Any], paused: bool,
+             min_ready_seconds: int, strategy: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": f"{GROUP}/{API_VERSION}", "kind": "Rollout",
+            "metadata": {"name": name},
+            "spec": {"replicas": replicas, "paused": paused,
+                     "minReadySeconds": min_ready_seconds,
+                     "selector": {"matchLabels": {
+                         "app": template["metadata"]["labels"]["app"]}},
+                     "template": template, "strategy": strategy}}
+
+
+def services(rollout: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The active and preview Services a blue-green Rollout names (the user makes them; the
+    controller only moves their selectors)."""
+    strategy = rollout["spec"]["strategy"]["blueGreen"]
+    selector = rollout["spec"]["selector"]["matchLabels"]
+    return [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": strategy[key]},
+             "spec": {"selector": dict(selector), "ports": [{"port": 80}]}}
+            for key in ("activeService", "previewService")]
+
+
+# --- small readers ------------------------------------------------------------------------
+
+def spec_replicas(obj: Mapping[str, Any]) -> int:
+    """`defaults.GetReplicasOrDefault`: an absent count is 1."""
+    value = obj["spec"].get("replicas")
+    return 1 if value is None else int(value)
+
+
+def available(rs: Mapping[str, Any] | None) -> int:
+    return int(((rs or {}).get("status") or {}).get("availableReplicas") or 0)
+
+
+def status_replicas(rs: Mapping[str, Any] | None) -> int:
+    return int(((rs or {}).get("status") or {}).get("replicas") or 0)
+
+
+def pod_hash(rs: Mapping[str, Any] | None) -> str:
+    return ((rs or {}).get("metadata", {}).get("labels") or {}).get(HASH_LABEL, "")
+
+
+def rs_annotations(rs: Mapping[str, Any]) -> dict[str, str]:
+    return dict(rs["metadata"].get("annotations") or {})
+
+
+def revision(rs: Mapping[str, Any]) -> int:
+    try:
+        return int(rs_annotations(rs).get(REVISION, "0"))
+    except ValueError:
+        return 0
+
+
+def safe_encode(text: str) -> str:
+    """`rand.SafeEncodeString`: each byte mapped onto consonants and digits."""
+    return "".join(SAFE_ALPHANUMS[ord(c) % len(SAFE_ALPHANUMS)] for c in text)
+
+
+def fnv32a(data: bytes) -> int:
+    value = 0x811C9DC5
+    for byte in data:
+        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return value
+
+
+def template_hash(template: Mapping[str, Any], collisions: int | None = None) -> str:
+    """`hash.ComputePodTemplateHash`'s shape: fnv32a of the JSON template (and collision
+    count), decimal, safe-encoded."""
+    data = json.dumps(template, sort_keys=True, separators=(",", ":")).encode()
+    if collisions is not None:
+        data += int(collisions).to_bytes(8, "little")
+    return safe_encode(str(fnv32a(data)))
+
+
+def steps_hash(rollout: Mapping[str, Any]) -> str:
+    """`conditions.ComputeStepHash`: empty for blue-green."""
+    canary = rollout["spec"]["strategy"].get("canary")
+    if canary is None:
+        return ""
+    data = json.dumps(canary.get("steps") or [], sort_keys=True, separators=(",", ":"))
+    return safe_encode(str(fnv32a(data.encode())))
+
+
+def int_or_percent(value: int | str | None, total: int, round_up: bool) -> int:
+    """`intstr.GetScaledValueFromIntOrPercent`; a string without % is an error (ValueError)."""
+    if value is None:
+        return 0
+    if isinstance(value, int):
+        return value
+    if not value.endswith("%"):
+        raise ValueError(f"invalid type: string is not a percentage: {value!r}")
+    scaled = int(value[:-1]) * total / 100
+    return math.ceil(scaled) if round_up else math.floor(scaled)
+
+
+def resolve_fenceposts(surge: int | str | None, unavailable: int | str | None,
+                       desired: int) -> tuple[int, int]:
+    """utils/replicaset/replicaset.go `resolveFenceposts`; on an error (0, 0) as its callers
+    see it (they drop the error)."""
+    try:
+        max_surge = int_or_percent(surge, desired, True)
+        max_unavailable = int_or_percent(unavailable, desired, False)
+    except ValueError:
+        return 0, 0
+    if max_surge == 0 and max_unavailable == 0:
+        max_unavailable = 1
+    return max_surge, max_unavailable
+
+
+def max_surge(rollout: Mapping[str, Any]) -> int:
+    canary = rollout["spec"]["strategy"].get("canary")
+    if canary is None:
+        return 0
+    return resolve_fenceposts(canary.get("maxSurge", "25"), canary.get("maxUnavailable", "25"),
+                              spec_replicas(rollout))[0]
+
+
+def max_unavailable(rollout: Mapping[str, Any]) -> int:
+    replicas = spec_replicas(rollout)
+    if replicas == 0:
+        return 0
+    strategy = rollout["spec"]["strategy"]
+    if "canary" in strategy:
+        canary = strategy["canary"]
+        value = resolve_fenceposts(canary.get("maxSurge", "25"),
+                                   canary.get("maxUnavailable", "25"), replicas)[1]
+    else:
+        try:
+            value = int_or_percent(strategy["blueGreen"].get("maxUnavailable", "25"),
+                                   replicas, False)
+        except ValueError:
+            value = 0
+    return min(value, replicas)
+
+
+# --- the canary split (utils/replicaset/canary.go) -----------------------------------------
+
+def floor_ceiling_tied(weight: int, total: int) -> bool:
+    product = total * (weight / MAX_WEIGHT)
+    return product - math.floor(product) == 0.5
+
+
+def weight_delta(weight: int, canary: int, total: int) -> float:
+    return abs(canary * MAX_WEIGHT / total - weight)
+
+
+def approximate_counts(replicas: int, weight: int, surge: int) -> tuple[int, int]:
+    """`approximateWeightedCanaryStableReplicaCounts`: (canary, stable)."""
+    if replicas == 0:
+        return 0, 0
+    ceil_count = math.ceil(replicas * weight / MAX_WEIGHT)
+    floor_count = math.floor(replicas * weight / MAX_WEIGHT)
+    tied = floor_ceiling_tied(weight, replicas)
+    zero_allowed = weight in (MAX_WEIGHT, 0) or (replicas == 1 and surge == 0)
+    options: list[tuple[int, int]] = []
+    if ceil_count < replicas or zero_allowed:
+        options.append((ceil_count, replicas))
+    if not tied and (floor_count != 0 or zero_allowed):
+        options.append((floor_count, replicas))
+    if surge > 0:
+        options.append((ceil_count, replicas + 1))
+        if not floor_ceiling_tied(weight, replicas + 1) and (floor_count != 0 or zero_allowed):
+            options.append((floor_count, replicas + 1))
+    if not options:
+        return 0, replicas
+    best = options[0]
+    for option in options[1:]:  # the first of equal deltas wins
+        if weight_delta(weight, *option) < weight_delta(weight, *best):
+            best = option
+    return best[0], best[1] - best[0]
+
+
+def current_set_weight(rollout: Mapping[str, Any]) -> int:
+    """`GetCanaryReplicasOrWeight` without traffic routing (so no setCanaryScale):
+    full weight when promoting fully or with no stable (or stable = current), else
+    `GetCurrentSetWeight`."""
+    status = rollout.get("status") or {}
+    if (status.get("promoteFull") or not status.get("stableRS")
+            or status.get("currentPodHash") == status.get("stableRS")):
+        return MAX_WEIGHT
+    if status.get("abort"):
+        return 0
+    steps = rollout["spec"]["strategy"]["canary"].get("steps") or []
+    index = int(status.get("currentStepIndex") or 0)
+    if not steps or index >= len(steps):
+        return MAX_WEIGHT
+    for step in reversed(steps[:index + 1]):
+        if step.get("setWeight") is not None:
+            return int(step["setWeight"])
+    return 0
+
+
+def replicas_for_scale_down(rs: Mapping[str, Any] | None, ignore_availability: bool) -> int:
+    """`GetReplicasForScaleDown`."""
+    if rs is None:
+        return 0
+    if spec_replicas(rs) < available(rs):
+        return spec_replicas(rs)
+    return spec_replicas(rs) if ignore_availability else available(rs)
+
+
+def adjust_within_limits(drain: Mapping[str, Any] | None, adjust: Mapping[str, Any] | None,
+                         drain_count: int, adjust_count: int, max_allowed: int,
+                         min_available: int) -> tuple[int, int]:
+    """`adjustReplicaWithinLimits`: (drain count, adjust count)."""
+    over = max(0, adjust_count + drain_count - max_allowed)
+    total_available = min(available(drain), drain_count) if drain is not None else 0
+    if adjust is not None:
+        adjust_count -= over
+        total_available += min(available(adjust), adjust_count)
+        extra = max(0, available(adjust) - adjust_count)
+        needed = max(0, min_available - total_available)
+        adjust_count += min(extra, needed)
+        over = max(0, adjust_count + drain_count - max_allowed)
+        drain_count -= over
+    return drain_count, adjust_count
+
+
+def basic_canary_counts(rollout: Mapping[str, Any], new: Mapping[str, Any] | None,
+                        stable: Mapping[str, Any] | None,
+                        others: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+    """`CalculateReplicaCountsForBasicCanary`: (new count, stable count)."""
+    replicas = spec_replicas(rollout)
+    surge = max_surge(rollout)
+    desired_new, desired_stable = approximate_counts(replicas, current_set_weight(rollout),
+                                                     surge)
+    new_count = spec_replicas(new) if new is not None else 0
+    scale_stable = stable is not None and (new is None
+                                           or new["metadata"]["name"] != stable["metadata"]["name"])
+    stable_count = 0
+    if scale_stable:
+        stable_count = spec_replicas(stable)
+    else:
+        desired_new, desired_stable = replicas, 0
+    max_allowed = replicas + surge
+    counted = [*others, *([new] if new is not None else []), *([stable] if scale_stable else [])]
+    scale_up = max_allowed - sum(spec_replicas(rs) for rs in counted)
+    if scale_stable and spec_replicas(stable) < desired_stable and scale_up > 0:
+        if spec_replicas(stable) + scale_up < desired_stable:
+            stable_count, scale_up = spec_replicas(stable) + scale_up, 0
+        else:
+            stable_count = desired_stable
+            scale_up -= desired_stable - spec_replicas(stable)
+    if new is not None and spec_replicas(new) < desired_new and scale_up > 0:
+        new_count = min(spec_replicas(new) + scale_up, desired_new)
+    if sum(spec_replicas(rs) for rs in others) > 0:
+        return new_count, stable_count
+    min_available = replicas - max_unavailable(rollout)
+    increasing = new is None or desired_new >= spec_replicas(new)
+    to_scale_down = (replicas_for_scale_down(new, not increasing)
+                     + replicas_for_scale_down(stable if scale_stable else None, increasing))
+    if to_scale_down <= min_available:
+        return new_count, stable_count
+    scale_down = to_scale_down - min_available
+    if not increasing:
+        if new is not None and spec_replicas(new) > desired_new:
+            new_count = max(desired_new, spec_replicas(new) - scale_down)
+        new_count, stable_count = adjust_within_limits(
+            new, stable if scale_stable else None, new_count, stable_count, max_allowed,
+            min_available)
+    elif scale_stable:
+        if spec_replicas(stable) > desired_stable:
+            stable_count = max(desired_stable, spec_replicas(stable) - scale_down)
+        stable_count, new_count = adjust_within_limits(stable, new, stable_count, new_count,
+                                                       max_allowed, min_available)
+    return new_count, stable_count
+
+
+# --- the controller -----------------------------------------------------------------------
+
+def rfc3339(when: dt.datetime) -> str:
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _clean(value: Any) -> Any:
+    """A status without its empty and null fields (the server drops them)."""
+    if isinstance(value, dict):
+        kept = {k: _clean(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if v not in (None, {}, [], False)}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+class Pass:
+    """What one reconcile pass read (the controller's rolloutContext)."""
+
+    def __init__(self, rollout: dict[str, Any], replicasets: list[dict[str, Any]]) -> None:
+        self.rollout = rollout
+        self.status: dict[str, Any] = copy.deepcopy(rollout.get("status") or {})
+        by_age = sorted(replicasets, key=lambda rs: (rs["metadata"]["creationTimestamp"],
+                                                     rs["metadata"]["name"]))
+        wanted = template_hash(rollout["spec"]["template"],
+                               self.status.get("collisionCount"))
+        self.new = next((rs for rs in by_age if pod_hash(rs) == wanted), None)
+        self.all = replicasets
+        stable_hash = self.status.get("stableRS", "")
+        self.stable = None
+        if stable_hash:
+            self.stable = (self.new if pod_hash(self.new) == stable_hash else
+                           next((rs for rs in replicasets if pod_hash(rs) == stable_hash), None))
+        names = {rs["metadata"]["name"] for rs in (self.new, self.stable) if rs is not None}
+        self.others = [rs for rs in replicasets if rs["metadata"]["name"] not in names]
+        self.add_pause: list[str] = []
+        self.remove_pause: list[str] = []
+        self.clear_pause = False
+
+    @property
+    def replicas(self) -> int:
+        return spec_replicas(self.rollout)
+
+    @property
+    def strategy(self) -> dict[str, Any]:
+        return self.rollout["spec"]["strategy"]
+
+    def pause_condition(self, reason: str) -> dict[str, Any] | None:
+        return next((c for c in self.rollout.get("status", {}).get("pauseConditions") or []
+                     if c.get("reason") == reason), None)
+
+    def halted(self) -> bool:
+        """`haltProgress`: spec.paused (analysis is not used here)."""
+        return bool(self.rollout["spec"].get("paused"))
+
+    def stable_is_separate(self) -> bool:
+        """`CheckStableRSExists`."""
+        if self.stable is None:
+            return False
+        return self.new is None or self.new["metadata"]["name"] != self.stable["metadata"]["name"]
+
+
+class RolloutsController:
+    """Reconcile passes of the Argo Rollouts controller for one Rollout."""
+
+    def __init__(self, env: Environment, kubeconfig: Path, namespace: str, name: str) -> None:
+        self.env, self.namespace, self.name = env, namespace, name
+        api = api_client(kubeconfig, pool_size=4)
+        self.apps = client.AppsV1Api(api)
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.scaled: list[tuple[str, int, int]] = []  # (ReplicaSet, from, to), every write
+        self._wrote = False
+
+    # -- reading and writing --
+
+    def _rollout(self) -> dict[str, Any]:
+        return self.custom.get_namespaced_custom_object(GROUP, API_VERSION, self.namespace,
+                                                        PLURAL, self.name)
+
+    def _replicasets(self, uid: str) -> list[dict[str, Any]]:
+        items = self.env.api_get(
+            f"/apis/apps/v1/namespaces/{self.namespace}/replicasets")["items"]
+        return [rs for rs in items if any(ref.get("uid") == uid and ref.get("controller")
+                                          for ref in rs["metadata"].get("ownerReferences") or [])]
+
+    def _patch_rs(self, rs: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str, Any]:
+        self._wrote = True
+        return self.apps.patch_namespaced_replica_set(
+            rs["metadata"]["name"], self.namespace, patch, _content_type=JSON_PATCH)
+
+    # -- rollout/sync.go --
+
+    def create_replicaset(self, p: Pass) -> dict[str, Any]:
+        """`createDesiredReplicaSet`: 0 replicas, revision max+1, the hash label on the
+        template, the selector and the ReplicaSet itself."""
+        rollout = p.rollout
+        digest = template_hash(rollout["spec"]["template"], p.status.get("collisionCount"))
+        template = copy.deepcopy(rollout["spec"]["template"])
+        template.setdefault("metadata", {}).setdefault("labels", {})[HASH_LABEL] = digest
+        selector = copy.deepcopy(rollout["spec"]["selector"])
+        selector.setdefault("matchLabels", {})[HASH_LABEL] = digest
+        annotations = {k: v for k, v in (rollout["metadata"].get("annotations") or {}).items()
+                       if k not in (REVISION, "kubectl.kubernetes.io/last-applied-configuration")}
+        annotations[REVISION] = str(max([revision(rs) for rs in p.all] or [0]) + 1)
+        body = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {
+            "name": f"{self.name}-{digest}", "namespace": self.namespace,
+            "labels": dict(template["metadata"]["labels"]), "annotations": annotations,
+            "ownerReferences": [{"apiVersion": f"{GROUP}/{API_VERSION}", "kind": "Rollout",
+                                 "name": self.name, "uid": rollout["metadata"]["uid"],
+                                 "controller": True, "blockOwnerDeletion": True}]},
+            "spec": {"replicas": 0,
+                     "minReadySeconds": rollout["spec"].get("minReadySeconds", 0),
+                     "selector": selector, "template": template}}
+        self._wrote = True
+        created = self.apps.create_namespaced_replica_set(self.namespace, body,
+                                                          _preload_content=False)
+        return json.loads(created.data)
+
+    def is_scaling_event(self, p: Pass) -> bool:
+        for rs in (p.new, p.stable):
+            if rs is None or spec_replicas(rs) == 0:  # FilterActiveReplicaSets
+                continue
+            desired = rs_annotations(rs).get(DESIRED)
+            if desired is not None and desired.lstrip("-").isdigit() and int(desired) != p.replicas:
+                return True
+        return False
+
+    def scale(self, p: Pass, rs: dict[str, Any], count: int) -> bool:
+        """`scaleReplicaSetAndRecordEvent`: writes when the size or the desired-replicas
+        annotation is off (or a deadline sits on a ReplicaSet going to 0); True when the
+        size changed."""
+        notes = rs_annotations(rs)
+        annotation_off = (notes.get(DESIRED) != str(p.replicas)
+                          or (p.replicas == 0 and bool(notes.get(DEADLINE))))
+        size_off = spec_replicas(rs) != count
+        if not size_off and not annotation_off:
+            return False
+        body = copy.deepcopy(rs)
+        body["metadata"].setdefault("annotations", {})[DESIRED] = str(p.replicas)
+        if count == 0:  # and not delayed on abort: no abort here
+            body["metadata"]["annotations"].pop(DEADLINE, None)
+        body["spec"]["replicas"] = count
+        body.pop("status", None)
+        # An Update with the read's resourceVersion, as the controller's: a stale read
+        # conflicts and the pass is retried
+        self._wrote = True
+        updated = json.loads(self.apps.replace_namespaced_replica_set(
+            rs["metadata"]["name"], self.namespace, body, _preload_content=False).data)
+        if size_off:
+            self.scaled.append((rs["metadata"]["name"], spec_replicas(rs), count))
+        # The pass goes on with its own read (the controller keeps its stale copies); only
+        # what it wrote is carried, so a second write of the same ReplicaSet is consistent.
+        rs["spec"]["replicas"] = count
+        rs["metadata"]["annotations"] = updated["metadata"].get("annotations") or {}
+        rs["metadata"]["resourceVersion"] = updated["metadata"]["resourceVersion"]
+        return size_off
+
+    def remove_deadlines(self, p: Pass) -> None:
+        """`removeScaleDownDeadlines` (no abort delay here): from the new and stable."""
+        for rs in {id(r): r for r in (p.new, p.stable) if r is not None}.values():
+            if rs_annotations(rs).get(DEADLINE):
+                updated = self._patch_rs(rs, [{"op": "remove",
+                                               "path": f"/metadata/annotations/{DEADLINE}"}])
+                rs["metadata"]["annotations"] = dict(updated.metadata.annotations or {})
+                rs["metadata"]["resourceVersion"] = updated.metadata.resource_version
+
+    def new_rs_count(self, p: Pass) -> int:
+        """`NewRSNewReplicas`."""
+        bg = p.strategy.get("blueGreen")
+        if bg is None:
+            return basic_canary_counts(p.rollout, p.new, p.stable, p.others)[0]
+        preview = bg.get("previewReplicaCount")
+        if preview is None:
+            return p.replicas
+        active = next((rs for rs in p.all if pod_hash(rs) and pod_hash(rs) == p.status.get(
+            "blueGreen", {}).get("activeSelector")), None)
+        if active is None or active["metadata"]["name"] == p.new["metadata"]["name"]:
+            return p.replicas
+        if p.status.get("promoteFull"):
+            return p.replicas
+        if pod_hash(p.new) != p.status.get("currentPodHash"):
+            return int(preview)
+        unpaused = (not p.rollout["spec"].get("paused")
+                    and not p.rollout.get("status", {}).get("pauseConditions"))
+        if unpaused and p.status.get("blueGreen", {}).get("scaleUpPreviewCheckPoint"):
+            return p.replicas
+        return int(preview)
+
+    def referenced(self, p: Pass, rs: Mapping[str, Any]) -> bool:
+        """`isReplicaSetReferenced`: by the status' hashes or a Service's selector."""
+        digest = pod_hash(rs)
+        if not digest:
+            return False
+        status = p.rollout.get("status") or {}
+        refs = {status.get("stableRS"), status.get("currentPodHash"),
+                (status.get("blueGreen") or {}).get("activeSelector"),
+                (status.get("blueGreen") or {}).get("previewSelector")}
+        if digest in refs:
+            return True
+        bg = p.strategy.get("blueGreen") or {}
+        for name in (bg.get("activeService"), bg.get("previewService")):
+            if name and self._service_hash(name) == digest:
+                return True
+        return False
+
+    def delay_helper(self, p: Pass, rs: dict[str, Any], annotated: int) -> tuple[int, int]:
+        """`scaleDownDelayHelper`: (annotated ReplicaSets, desired count). No revision
+        limit is set here (MaxInt32)."""
+        deadline = rs_annotations(rs).get(DEADLINE)
+        if not deadline and spec_replicas(rs) > 0:
+            delay = (p.strategy.get("blueGreen") or {}).get("scaleDownDelaySeconds", 30)
+            if delay:
+                when = rfc3339(dt.datetime.now(dt.UTC) + dt.timedelta(seconds=delay))
+                updated = self._patch_rs(rs, [{"op": "add", "path": "/metadata/annotations/"
+                                               + DEADLINE, "value": when}])
+                rs["metadata"]["annotations"] = dict(updated.metadata.annotations or {})
+                rs["metadata"]["resourceVersion"] = updated.metadata.resource_version
+            return annotated + 1, spec_replicas(rs)
+        if deadline:
+            at = dt.datetime.strptime(deadline, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+            if at > dt.datetime.now(dt.UTC):
+                return annotated + 1, p.replicas
+            return annotated + 1, 0
+        return annotated, 0
+
+    # -- rollout/canary.go --
+
+    def reconcile_canary_replicasets(self, p: Pass) -> bool:
+        if p.halted():
+            return False
+        self.remove_deadlines(p)
+        if p.stable_is_separate():
+            _, stable_count = basic_canary_counts(p.rollout, p.new, p.stable, p.others)
+            if self.scale(p, p.stable, stable_count):
+                return True
+        if p.new is not None and self.scale(p, p.new, self.new_rs_count(p)):
+            return True
+        active = [rs for rs in p.others if spec_replicas(rs) > 0]
+        if not active:
+            return False
+        return self.scale_down_old_canary(p, active) > 0
+
+    def scale_down_old_canary(self, p: Pass, olds: list[dict[str, Any]]) -> int:
+        """`scaleDownOldReplicaSetsForCanary` after `cleanupUnhealthyReplicas` (basic
+        canary: every other ReplicaSet goes down, within maxUnavailable)."""
+        total = 0
+        olds.sort(key=lambda rs: (rs["metadata"]["creationTimestamp"], rs["metadata"]["name"]))
+        for rs in olds:
+            if spec_replicas(rs) == 0 or spec_replicas(rs) == available(rs):
+                continue
+            total += spec_replicas(rs) - available(rs)
+            self.scale(p, rs, available(rs))
+        budget = sum(available(rs) for rs in p.all) - (p.replicas - max_unavailable(p.rollout))
+        if budget <= 0:
+            return total
+        for rs in sorted(olds, key=lambda r: (revision(r), r["metadata"]["creationTimestamp"]),
+                         reverse=True):
+            if budget <= 0:
+                break
+            current = spec_replicas(rs)
+            if current == 0:
+                continue
+            desired = current - budget if current > budget else 0
+            self.scale(p, rs, desired)
+            budget -= current - desired
+            total += current - desired
+        return total
+
+    def at_desired_counts(self, p: Pass) -> bool:
+        """`AtDesiredReplicaCountsForCanary` (basic canary, no progress threshold)."""
+        new_count, stable_count = basic_canary_counts(p.rollout, p.new, p.stable, p.others)
+        if p.new is None or not (spec_replicas(p.new) == new_count == available(p.new)):
+            return False
+        if p.stable is None or not (spec_replicas(p.stable) == stable_count
+                                    == status_replicas(p.stable)):
+            return False
+        return sum(available(rs) for rs in p.others) == 0
+
+    def rollout_canary(self, p: Pass) -> None:
+        steps = p.strategy["canary"].get("steps") or []
+        changed = (not p.status.get("currentStepHash") or p.status["currentStepHash"] != steps_hash(
+            p.rollout)) or (p.status.get("currentPodHash") and p.status["currentPodHash"]
+                            != pod_hash(p.new))
+        if changed:  # PodTemplateOrStepsChanged: reset, then the next pass acts
+            p.clear_pause = True
+            p.status["promoteFull"] = False
+            p.status["currentStepIndex"] = 0 if steps else None
+            self.persist(p)
+            return
+        if self.reconcile_canary_replicasets(p):
+            self.persist(p)
+            return
+        index = int(p.status.get("currentStepIndex") or 0)
+        step = steps[index] if index < len(steps) else None
+        if (not p.rollout["spec"].get("paused") and not p.status.get("promoteFull")
+                and step is not None and "pause" in step
+                and p.pause_condition(CANARY_PAUSE) is None
+                and not (p.rollout.get("status") or {}).get("controllerPause")):
+            p.add_pause.append(CANARY_PAUSE)
+        self.sync_canary_status(p, steps, index, step)
+
+    def sync_canary_status(self, p: Pass, steps: list[dict[str, Any]], index: int,
+                           step: dict[str, Any] | None) -> None:
+        """`syncRolloutStatusCanary`: promote, or advance a completed step."""
+        if p.status.get("promoteFull"):
+            p.clear_pause = True
+            index = len(steps) if steps else index
+        if self.should_promote_canary(p, steps, index):
+            self.promote(p)
+        elif step is not None and not p.rollout["spec"].get("paused") and (
+                ("setWeight" in step and self.at_desired_counts(p))
+                or ("pause" in step and (p.rollout.get("status") or {}).get("controllerPause")
+                    and p.pause_condition(CANARY_PAUSE) is None)):
+            p.status["currentStepIndex"] = index + 1
+            p.remove_pause.append(CANARY_PAUSE)
+        self.persist(p)
+
+    def should_promote_canary(self, p: Pass, steps: list[dict[str, Any]], index: int) -> bool:
+        if p.stable is None:
+            return True  # initial deploy
+        if p.status.get("abort") or p.new is None or available(p.new) < p.replicas:
+            return False
+        return p.status.get("promoteFull") or not steps or index == len(steps)
+
+    def promote(self, p: Pass) -> None:
+        """`promoteStable`."""
+        p.clear_pause = True
+        p.status["promoteFull"] = False
+        p.status.setdefault("blueGreen", {})["scaleUpPreviewCheckPoint"] = False
+        canary = p.strategy.get("canary")
+        if canary is not None:
+            steps = canary.get("steps") or []
+            p.status["currentStepIndex"] = len(steps) if steps else None
+        p.status["stableRS"] = p.status.get("currentPodHash")
+
+    # -- rollout/bluegreen.go --
+
+    def _service_hash(self, name: str) -> str:
+        try:
+            svc = self.core.read_namespaced_service(name, self.namespace)
+        except ApiException as err:
+            if err.status == 404:
+                return ""
+            raise
+        return (svc.spec.selector or {}).get(HASH_LABEL, "")
+
+    def switch_service(self, name: str, digest: str) -> None:
+        """`switchServiceSelector`."""
+        if not digest or self._service_hash(name) == digest:
+            return
+        self._wrote = True
+        self.core.patch_namespaced_service(name, self.namespace, {
+            "metadata": {"annotations": {MANAGED_BY: self.name}},
+            "spec": {"selector": {HASH_LABEL: digest}}})
+
+    def reconcile_blue_green_replicasets(self, p: Pass) -> None:
+        self.remove_deadlines(p)
+        if p.stable is not None:
+            self.scale(p, p.stable, p.replicas)
+        if p.new is not None:
+            self.scale(p, p.new, self.new_rs_count(p))
+        olds = [rs for rs in p.others if spec_replicas(rs) > 0]
+        annotated = 0
+        for rs in sorted(olds, key=lambda r: (revision(r), r["metadata"]["creationTimestamp"]),
+                         reverse=True):
+            if self.referenced(p, rs) or spec_replicas(rs) == 0:
+                continue
+            annotated, desired = self.delay_helper(p, rs, annotated)
+            if spec_replicas(rs) != desired:
+                self.scale(p, rs, desired)
+
+    def ready_for_pause(self, p: Pass) -> bool:
+        count = self.new_rs_count(p)
+        return p.new is not None and spec_replicas(p.new) == count == available(p.new)
+
+    def completed_blue_green_pause(self, p: Pass) -> bool:
+        bg = p.strategy["blueGreen"]
+        status = p.rollout.get("status") or {}
+        if BLUE_GREEN_PAUSE in p.add_pause:
+            return False
+        if (status.get("blueGreen") or {}).get("scaleUpPreviewCheckPoint"):
+            return True
+        if bg.get("autoPromotionEnabled", True):
+            return not bg.get("autoPromotionSeconds")  # no timed promotion here
+        return bool(status.get("controllerPause")) and p.pause_condition(BLUE_GREEN_PAUSE) is None
+
+    def rollout_blue_green(self, p: Pass) -> None:
+        bg = p.strategy["blueGreen"]
+        if not p.halted():
+            self.switch_service(bg["previewService"], pod_hash(p.new))
+        if p.status.get("currentPodHash") and p.status["currentPodHash"] != pod_hash(p.new):
+            p.clear_pause = True
+            p.status["promoteFull"] = False
+            p.status.setdefault("blueGreen", {})["scaleUpPreviewCheckPoint"] = False
+            self.sync_blue_green_status(p)
+            return
+        self.reconcile_blue_green_replicasets(p)
+        active_hash = self._service_hash(bg["activeService"])
+        fast_tracked = (p.status.get("promoteFull") or not active_hash
+                        or active_hash == pod_hash(p.new))
+        if (not p.status.get("abort") and self.ready_for_pause(p) and not p.halted()
+                and not fast_tracked and not bg.get("autoPromotionEnabled", True)
+                and p.pause_condition(BLUE_GREEN_PAUSE) is None
+                and not (p.rollout.get("status") or {}).get("controllerPause")):
+            p.add_pause.append(BLUE_GREEN_PAUSE)
+        saturated = (p.new is not None and spec_replicas(p.new) == p.replicas
+                     and rs_annotations(p.new).get(DESIRED) == str(p.replicas)
+                     and available(p.new) == p.replicas)
+        if not p.halted() and self.ready_for_pause(p) and saturated:
+            target = active_hash
+            if fast_tracked or self.completed_blue_green_pause(p):
+                target = pod_hash(p.new)
+            self.switch_service(bg["activeService"], target)
+        self.sync_blue_green_status(p)
+
+    def sync_blue_green_status(self, p: Pass) -> None:
+        bg = p.strategy["blueGreen"]
+        selectors = p.status.setdefault("blueGreen", {})
+        selectors["previewSelector"] = self._service_hash(bg["previewService"])
+        selectors["activeSelector"] = self._service_hash(bg["activeService"])
+        active = selectors["activeSelector"]
+        # shouldFullPromote: an initial deploy, or the active Service on the new pods
+        if p.stable is None or not active or (active == pod_hash(p.new)
+                                              and not p.status.get("abort")):
+            self.promote(p)
+        self.persist(p)
+
+    # -- status --
+
+    def persist(self, p: Pass) -> None:
+        """`calculateBaseStatus` + the strategy's counts + `persistRolloutStatus` (the pause
+        conditions as `CalculatePauseStatus` leaves them)."""
+        status = p.status
+        status["currentPodHash"] = pod_hash(p.new) or template_hash(
+            p.rollout["spec"]["template"], status.get("collisionCount"))
+        status["currentStepHash"] = steps_hash(p.rollout) or None
+        status["replicas"] = sum(status_replicas(rs) for rs in p.all)
+        status["updatedReplicas"] = status_replicas(p.new)
+        status["readyReplicas"] = sum(int((rs.get("status") or {}).get("readyReplicas") or 0)
+                                      for rs in p.all)
+        status["availableReplicas"] = sum(available(rs) for rs in p.all)
+        status["HPAReplicas"] = status["replicas"]
+        status["selector"] = ",".join(f"{k}={v}" for k, v in sorted(
+            p.rollout["spec"]["selector"].get("matchLabels", {}).items()))
+        active_hash = (status.get("blueGreen") or {}).get("activeSelector")
+        active = next((rs for rs in p.all if active_hash and pod_hash(rs) == active_hash), None)
+        if "blueGreen" in p.strategy and active is not None:
+            status["HPAReplicas"] = status_replicas(active)
+            status["availableReplicas"] = available(active)
+            status["selector"] = ",".join(f"{k}={v}" for k, v in sorted(
+                active["spec"]["selector"]["matchLabels"].items()))
+        self._pause_status(p)
+        status["observedGeneration"] = str(p.rollout["metadata"]["generation"])
+        if _clean(status) != _clean(p.rollout.get("status") or {}):
+            self._wrote = True
+            self.custom.patch_namespaced_custom_object_status(
+                GROUP, API_VERSION, self.namespace, PLURAL, self.name, {"status": status})
+
+    def _pause_status(self, p: Pass) -> None:
+        status = p.status
+        kept = [] if p.clear_pause else [
+            c for c in (p.rollout.get("status") or {}).get("pauseConditions") or []
+            if c.get("reason") not in p.remove_pause]
+        controller_pause = bool((p.rollout.get("status") or {}).get("controllerPause"))
+        for reason in p.add_pause:
+            if not any(c.get("reason") == reason for c in kept):
+                kept.append({"reason": reason, "startTime": rfc3339(dt.datetime.now(dt.UTC))})
+                controller_pause = True
+        status["pauseConditions"] = kept or None
+        status["controllerPause"] = controller_pause if kept else None
+
+    # -- the loop --
+
+    def reconcile(self) -> bool:
+        """One pass of `syncHandler`; True when it wrote anything."""
+        self._wrote = False
+        rollout = self._rollout()
+        p = Pass(rollout, self._replicasets(rollout["metadata"]["uid"]))
+        if p.new is None:
+            self.create_replicaset(p)
+            return True
+        if self.is_scaling_event(p):
+            self.sync_replicas_only(p)
+        elif "blueGreen" in p.strategy:
+            self.rollout_blue_green(p)
+        else:
+            self.rollout_canary(p)
+        return self._wrote
+
+    def sync_replicas_only(self, p: Pass) -> None:
+        if "blueGreen" in p.strategy:
+            self.reconcile_blue_green_replicasets(p)
+        else:
+            self.reconcile_canary_replicasets(p)
+        self.persist(p)
+
+    def run(self, timeout: float = 120, quiet: float = 1.5) -> None:
+        """Reconcile as the controller does on every event, until a pass writes nothing and
+        the namespace stayed settled for `quiet` seconds. A write that lost a race (a
+        conflict, or the JSON-patch test on resourceVersion) is retried on a fresh read."""
+        deadline = time.monotonic() + timeout
+        state: dict[str, Any] = {"print": None, "since": time.monotonic()}
+        while time.monotonic() < deadline:
+            self.env.plane.check_alive()
+            try:
+                if self.reconcile():
+                    state["print"] = None
+                    continue
+            except ApiException as err:
+                if err.status not in (409, 422):
+                    raise
+                continue
+            now = settled(self.env, self.namespace)
+            if now is None or now != state["print"]:
+                state.update({"print": now, "since": time.monotonic()})
+            elif time.monotonic() - state["since"] >= quiet:
+                return
+            time.sleep(0.25)
+        raise TimeoutError(f"the Rollout {self.namespace}/{self.name} did not settle in "
+                           f"{timeout:.0f}s")
+
+    def promote_as_user(self) -> None:
+        """What `kubectl argo rollouts promote` sends for a paused Rollout: the pause
+        conditions go (the controller then completes the pause)."""
+        self.env.kubectl("-n", self.namespace, "patch", f"{PLURAL}.{GROUP}/{self.name}",
+                         "--subresource=status", "--type=merge", "-p",
+                         '{"status":{"pauseConditions":null}}', check=True)
+
+
+def wait_rollout(env: Environment, namespace: str, name: str, check: Any,
+                 what: str, timeout: float = 60) -> dict[str, Any]:
+    """Poll the Rollout until `check(rollout)` holds."""
+    path = f"/apis/{GROUP}/{API_VERSION}/namespaces/{namespace}/{PLURAL}/{name}"
+
+    def current() -> dict[str, Any] | None:
+        rollout = env.api_get(path)
+        return rollout if check(rollout) else None
+
+    return wait_for(what, current, timeout=timeout)
