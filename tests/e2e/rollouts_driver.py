@@ -108,8 +108,13 @@ def install_rollout_crd(env: Environment) -> None:
     another test made under the same name is replaced."""
     env.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=e2e-crds",
                 "-f", "-", stdin=rollout_crd(), check=True)
-    env.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s",
-                check=True)
+
+    def established() -> bool:  # `kubectl wait` fails while the status has no conditions
+        crd = env.api_get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}")
+        return any(c["type"] == "Established" and c["status"] == "True"
+                   for c in (crd.get("status") or {}).get("conditions") or [])
+
+    wait_for(f"CRD {CRD_NAME} to be established", established, timeout=60)
 
 
 # --- manifests ------------------------------------------------------------------------------
