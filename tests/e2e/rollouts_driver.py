@@ -42,6 +42,7 @@ import datetime as dt
 import json
 import math
 import os
+import shutil
 import subprocess
 import time
 import zipfile
@@ -85,18 +86,18 @@ def rollout_crd(cache: Path | None = None) -> str:
     target = cache / "rollout-crd.yaml"
     if target.exists():
         return target.read_text()
-    go = "go" if subprocess.run(["sh", "-c", "command -v go"], capture_output=True,
-                                check=False).returncode == 0 else "/usr/local/go/bin/go"
+    cache.mkdir(parents=True, exist_ok=True)
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    # GOTOOLCHAIN=local: never fetch a toolchain for the module's go line
     done = subprocess.run([go, "mod", "download", "-json", f"{MODULE}@{VERSION}"],
-                          capture_output=True, text=True, check=False, cwd=cache.parent,
-                          env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"})
+                          capture_output=True, text=True, check=False, cwd=cache,
+                          env={**os.environ, "GOTOOLCHAIN": "local"})
     info = json.loads(done.stdout or "{}")
     if not info.get("Zip") or not Path(info["Zip"]).exists():
         raise RuntimeError(f"go mod download {MODULE}@{VERSION} failed:\n"
                            f"{done.stdout}\n{done.stderr}")
     with zipfile.ZipFile(info["Zip"]) as archive:
         text = archive.read(f"{MODULE}@{VERSION}/manifests/crds/rollout-crd.yaml").decode()
-    cache.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
     return text
 
