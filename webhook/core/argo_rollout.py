@@ -16,11 +16,12 @@ Rollout's selector), the new one by `status.currentPodHash` and the stable one b
 - Mid-rollout the syncs are replayed (canary: basic and traffic-routed with
   `dynamicStableScale`, `setCanaryScale`, `minPodsPerReplicaSet`; blue-green:
   `previewReplicaCount`, old ReplicaSets within `scaleDownDelaySeconds` following the
-  new count). Where the code reads what timing decides (ReplicaSet availability before
-  or after the victims go, a deadline about to pass, an AnalysisRun) every reading is
-  replayed: a ReplicaSet's predicted victims are those of the reading that deletes
-  least, and up to the most any reading deletes are possible victims (the verdict takes
-  the worst case).
+  new count). Where the code reads what timing decides every reading is replayed:
+  ReplicaSet availability (the status may count the victims or not, new pods may come
+  up or not: every order of those changes between syncs is explored), a deadline about
+  to pass, an AnalysisRun. A ReplicaSet's predicted victims are those of the syncs with
+  the availability the statuses show now; down to the most any reading deletes its
+  pods are possible victims (the verdict takes the worst case).
 - What is not modelled (an update the controller has not recorded in the status, an
   aborted update's scale-down delay, the AWS target group check) makes every pod of
   every ReplicaSet with pods a possible victim, with a note that says why.
@@ -37,18 +38,21 @@ from .argo_rollout_sync import (
     FUTURE,
     NEAR,
     PAST,
+    Availability,
     Replay,
     Tracked,
     Variant,
     halted,
     post_promotion_wait,
+    reachable_lowest,
     replay,
 )
 from .chain_bound import ChainBound
 from .cluster import ClusterView, candidate_pod_facts
-from .deployment_sync import tie_groups_over_sync_orders
+from .deployment_sync import not_yet_tied, tie_groups_over_sync_orders, two_step_group
 from .kube import (
     annotations_of,
+    go_parse_int,
     labels_of,
     meta,
     name_of,
@@ -98,10 +102,10 @@ def predict_rollout(view: ClusterView, rollout: Mapping[str, Any], to_replicas: 
     stable_name = _by_hash(states, status.get("stableRS"))
     scaled = {**rollout, "spec": {**spec_of(rollout), "replicas": to_replicas}}
     fresh = _fresh_availability(owned, all_pods, rollout, now_ns, burst)
-    replays = [replay(scaled, states, new_name, stable_name, variant, fresh)
-               for variant in _variants(rollout, states, new_name, stable_name)]
+    variants = _variants(rollout, states, new_name)
+    replays = [replay(scaled, states, new_name, stable_name, v) for v in variants]
     kept = {rs.name: max(r.lowest[rs.name] for r in replays) for rs in states}
-    least = {rs.name: min(r.lowest[rs.name] for r in replays) for rs in states}
+    least = _least(scaled, states, new_name, stable_name, variants, replays, fresh, into.notes)
     deletions: dict[str, Deletion] = {}
     for rs in sorted(states, key=lambda r: (r.created_ns, r.name)):
         deletion = deletions_of_facts(owned[rs.name], all_pods, kept[rs.name], now_ns, burst)
@@ -112,6 +116,11 @@ def predict_rollout(view: ClusterView, rollout: Mapping[str, Any], to_replicas: 
         into.victims.extend(deletion.victims)
         into.survivors.extend(deletion.order[len(deletion.victims):])
     into.tie_groups = tie_groups_over_sync_orders(deletions, all_pods, burst)
+    into.tie_groups += not_yet_tied(
+        [group for rs in states for step in _steps_above(rs, kept[rs.name], replays)
+         for group in two_step_group(owned[rs.name], all_pods, step, deletions[rs.name],
+                                     now_ns, burst)],
+        into.tie_groups, into.victims)
     for name, deletion in deletions.items():
         if least[name] < kept[name]:
             into.tie_groups = _widen(into.tie_groups, deletion, kept[name] - least[name],
@@ -201,7 +210,8 @@ def _by_hash(states: Sequence[Tracked], pod_hash: str | None) -> str | None:
 
 
 def _fresh_availability(owned: Mapping[str, list[PodFacts]], all_pods: list[PodFacts],
-                        rollout: Mapping[str, Any], now_ns: int | None, burst: int):
+                        rollout: Mapping[str, Any], now_ns: int | None,
+                        burst: int) -> Availability:
     """The available pods a ReplicaSet keeps at a size (its status once the victims
     went): ready, and for `spec.minReadySeconds` (copied to the ReplicaSets)."""
     min_ready_ns = int(spec_of(rollout).get("minReadySeconds") or 0) * 1_000_000_000
@@ -222,21 +232,46 @@ def _fresh_availability(owned: Mapping[str, list[PodFacts]], all_pods: list[PodF
 # --- readings of what timing decides -----------------------------------------------------
 
 
-def _variants(rollout: Mapping[str, Any], states: Sequence[Tracked], new_name: str | None,
-              stable_name: str | None) -> list[Variant]:
-    """The readings worth replaying: availability matters to the canary arithmetic,
-    deadlines only when one is near, the analysis only when old ReplicaSets wait on it."""
-    freshness = [False, True] if strategy(rollout, "canary") is not None else [False]
+def _variants(rollout: Mapping[str, Any], states: Sequence[Tracked],
+              new_name: str | None) -> list[Variant]:
+    """The readings worth replaying: deadlines only when one is near, the analysis only
+    when old ReplicaSets wait on it."""
     near = [False, True] if any(rs.deadline == NEAR for rs in states) else [False]
     new = next((rs for rs in states if rs.name == new_name), None)
     analysis = [False, True] if post_promotion_wait(rollout, new) else [True]
-    return [Variant(f, d, a) for f in freshness for d in near for a in analysis]
+    return [Variant(d, a) for d in near for a in analysis]
+
+
+def _least(rollout: Mapping[str, Any], states: Sequence[Tracked], new_name: str | None,
+           stable_name: str | None, variants: Sequence[Variant], replays: Sequence[Replay],
+           fresh: Availability, notes: list[str]) -> dict[str, int]:
+    """Each ReplicaSet's lowest size over every reading. Availability matters to the
+    canary arithmetic only (blue-green reads none): every order of availability
+    updates is explored; past the search's bound, every ReplicaSet may go to 0."""
+    least = {rs.name: min(r.lowest[rs.name] for r in replays) for rs in states}
+    if strategy(rollout, "canary") is None:
+        return least
+    for variant in variants:
+        found = reachable_lowest(rollout, states, new_name, stable_name, variant, fresh)
+        if found is None:
+            notes.append("too many orders of the ReplicaSets' availability updates to "
+                         "explore: every pod of the Rollout may go")
+            return {rs.name: 0 for rs in states}
+        least = {name: min(size, found[name]) for name, size in least.items()}
+    return least
+
+
+def _steps_above(rs: Tracked, kept: int, replays: Sequence[Replay]) -> list[int]:
+    """Sizes `rs` is set to on its way down to `kept`: its ReplicaSet controller may
+    delete down to each of them first, then rank again what is left."""
+    return sorted({size for r in replays for size in r.steps[rs.name]
+                   if kept < size < rs.replicas}, reverse=True)
 
 
 def _why_timing(name: str, least: int) -> str:
-    return (f"the Rollouts controller may take {name} down to {least}, depending on when "
-            "it reads the ReplicaSets' availability, on a scale-down deadline about to "
-            "pass, or on an analysis it waits for")
+    return (f"the Rollouts controller may take {name} down to {least}, depending on the "
+            "ReplicaSets' availability when it syncs (victims gone or not, new pods up or "
+            "not), on a scale-down deadline about to pass, or on an analysis it waits for")
 
 
 def _widen(groups: list[TieGroup], deletion: Deletion, extra: int, why: str) -> list[TieGroup]:
@@ -266,8 +301,11 @@ def _unmodelled(rollout: Mapping[str, Any], states: Sequence[Tracked], new_name:
     if new_name is None:
         reasons.append("no ReplicaSet carries status.currentPodHash (the controller has "
                        "not recorded its new ReplicaSet yet)")
-    observed, generation = status.get("observedGeneration"), meta(rollout).get("generation")
-    if observed is not None and generation is not None and str(observed) != str(generation):
+    # calculateBaseStatus writes strconv.Itoa(generation); older controllers wrote a hash,
+    # which says nothing about the generation.
+    observed = go_parse_int(str(status.get("observedGeneration") or ""))
+    generation = meta(rollout).get("generation")
+    if observed is not None and generation is not None and observed != int(generation):
         reasons.append(f"the controller has not seen the Rollout's latest change yet "
                        f"(observedGeneration {observed}, generation {generation})")
     if status.get("abort") and stable_name is not None and (

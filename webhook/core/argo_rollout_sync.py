@@ -16,9 +16,10 @@ Ported from github.com/argoproj/argo-rollouts v1.10 (branch release-1.10):
   scaleDownDelay follows spec.replicas, one past it goes to 0).
 
 Syncs are replayed until nothing changes, once per reading of what the code leaves to
-timing (`Variant`): ReplicaSet availability as the status says now or as it is once the
-victims are gone, scale-down deadlines close to now passed or not, a blue-green
-post-promotion analysis finished or not. The caller judges the spread.
+timing (`Variant`: scale-down deadlines close to now passed or not, a blue-green
+post-promotion analysis finished or not), with availability as the statuses say now
+(`replay`); `reachable_lowest` explores every order in which availability can change
+between syncs. The caller judges the spread.
 """
 
 from __future__ import annotations
@@ -62,39 +63,94 @@ class Tracked(Counted):
 class Variant:
     """One reading of what the controller's code leaves to timing."""
 
-    fresh: bool  # availability counted after the victims went (else the status now)
     deadlines_passed: bool  # NEAR deadlines read as passed
     analysis_done: bool  # a blue-green post-promotion analysis counted as successful
 
 
 @dataclass
 class Replay:
-    """The sizes one variant leads to: the lowest (what is deleted) and the last."""
+    """The sizes one variant leads to: the lowest (what is deleted), the last, and every
+    size each ReplicaSet was set to on the way (its ReplicaSet controller may sync on
+    any of them, ranking again what is left)."""
 
     lowest: dict[str, int] = field(default_factory=dict)
     final: dict[str, int] = field(default_factory=dict)
+    steps: dict[str, list[int]] = field(default_factory=dict)
 
 
 Availability = Callable[[str, int], int]  # (ReplicaSet, lowest size) -> available pods
 
 
 def replay(rollout: Mapping[str, Any], states: Sequence[Tracked], new_name: str | None,
-           stable_name: str | None, variant: Variant, fresh: Availability) -> Replay:
-    """The controller's syncs for `rollout` (carrying the new spec.replicas) from `states`."""
+           stable_name: str | None, variant: Variant) -> Replay:
+    """The controller's syncs for `rollout` (carrying the new spec.replicas) from
+    `states`, with the ReplicaSets' availability as their status says now."""
     tracked = {rs.name: replace(rs, lowest=rs.replicas) for rs in states}
-    sync = _blue_green_sync if strategy(rollout, "blueGreen") is not None else _canary_sync
+    steps: dict[str, list[int]] = {name: [] for name in tracked}
     for _ in range(_MAX_SYNCS):
-        before = {name: rs.replicas for name, rs in tracked.items()}
-        sync(rollout, tracked, new_name, stable_name, variant)
-        for name, rs in tracked.items():
-            if rs.replicas != before[name]:
-                rs.lowest = min(rs.lowest, rs.replicas)
-                if variant.fresh:
-                    rs.available = min(rs.available, fresh(name, rs.lowest))
-        if all(rs.replicas == before[name] for name, rs in tracked.items()):
+        changed = sync_once(rollout, tracked, new_name, stable_name, variant)
+        for name in changed:
+            steps[name].append(tracked[name].replicas)
+        if not changed:
             break
     return Replay({n: rs.lowest for n, rs in tracked.items()},
-                  {n: rs.replicas for n, rs in tracked.items()})
+                  {n: rs.replicas for n, rs in tracked.items()}, steps)
+
+
+def sync_once(rollout: Mapping[str, Any], tracked: Mapping[str, Tracked], new_name: str | None,
+          stable_name: str | None, variant: Variant) -> list[str]:
+    """One sync of the Rollouts controller; the ReplicaSets it changed."""
+    before = {name: rs.replicas for name, rs in tracked.items()}
+    sync = _blue_green_sync if strategy(rollout, "blueGreen") is not None else _canary_sync
+    sync(rollout, tracked, new_name, stable_name, variant)
+    changed = [name for name, rs in tracked.items() if rs.replicas != before[name]]
+    for name in changed:
+        tracked[name].lowest = min(tracked[name].lowest, tracked[name].replicas)
+    return changed
+
+
+_State = tuple[tuple[int, int, int, str | None], ...]  # (replicas, available, lowest, deadline)
+
+
+def reachable_lowest(rollout: Mapping[str, Any], states: Sequence[Tracked],
+                     new_name: str | None, stable_name: str | None, variant: Variant,
+                     fresh: Availability, limit: int = 4096) -> dict[str, int] | None:
+    """Each ReplicaSet's lowest size over every order in which its syncs can read
+    availability: between any two syncs, a ReplicaSet's status may still count its
+    victims (the status now), no longer count them (`fresh`), or count all its pods
+    up and ready (new pods become available in time). None past `limit` states."""
+    names = [rs.name for rs in states]
+    base = {rs.name: rs for rs in states}
+
+    def unpack(state: _State) -> dict[str, Tracked]:
+        return {n: replace(base[n], replicas=r, available=a, lowest=low, deadline=d)
+                for n, (r, a, low, d) in zip(names, state, strict=True)}
+
+    def pack(tracked: Mapping[str, Tracked]) -> _State:
+        return tuple((t.replicas, t.available, t.lowest, t.deadline)
+                     for t in (tracked[n] for n in names))
+
+    start = pack({n: replace(rs, lowest=rs.replicas) for n, rs in base.items()})
+    seen, todo = {start}, [start]
+    least = {rs.name: rs.replicas for rs in states}
+    while todo:
+        state = todo.pop()
+        tracked = unpack(state)
+        sync_once(rollout, tracked, new_name, stable_name, variant)
+        following = [pack(tracked)]
+        for index, (name, (replicas, available, low, deadline)) in enumerate(
+                zip(names, state, strict=True)):
+            least[name] = min(least[name], low)
+            for now in {min(available, fresh(name, low)), replicas} - {available}:
+                following.append((*state[:index], (replicas, now, low, deadline),
+                                  *state[index + 1:]))
+        for candidate in following:
+            if candidate not in seen:
+                if len(seen) >= limit:
+                    return None
+                seen.add(candidate)
+                todo.append(candidate)
+    return least
 
 
 def _split(tracked: Mapping[str, Tracked], new_name: str | None,
