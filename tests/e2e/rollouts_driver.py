@@ -393,8 +393,10 @@ def basic_canary_counts(rollout: Mapping[str, Any], new: Mapping[str, Any] | Non
         return new_count, stable_count
     min_available = replicas - max_unavailable(rollout)
     increasing = new is None or desired_new >= spec_replicas(new)
+    # The stable ReplicaSet counts here even when it is the new one (at steady state):
+    # the controller passes it as it is.
     to_scale_down = (replicas_for_scale_down(new, not increasing)
-                     + replicas_for_scale_down(stable if scale_stable else None, increasing))
+                     + replicas_for_scale_down(stable, increasing))
     if to_scale_down <= min_available:
         return new_count, stable_count
     scale_down = to_scale_down - min_available
@@ -402,8 +404,7 @@ def basic_canary_counts(rollout: Mapping[str, Any], new: Mapping[str, Any] | Non
         if new is not None and spec_replicas(new) > desired_new:
             new_count = max(desired_new, spec_replicas(new) - scale_down)
         new_count, stable_count = adjust_within_limits(
-            new, stable if scale_stable else None, new_count, stable_count, max_allowed,
-            min_available)
+            new, stable, new_count, stable_count, max_allowed, min_available)
     elif scale_stable:
         if spec_replicas(stable) > desired_stable:
             stable_count = max(desired_stable, spec_replicas(stable) - scale_down)

@@ -121,10 +121,12 @@ class RolloutState(differential.State):
         scaled = self.env.kubectl("-n", self.ns, "scale", "rollout/w", f"--replicas={target}")
         assert scaled.code == 0, str(scaled)
         self.settle()
+        problems = self.resume_if_paused(before)
         self.description += (f" [build {built - started:.0f}s, scale "
                              f"{time.monotonic() - built:.0f}s]")
         deleted = set(before) - set(active_pods(self.env, self.ns))
         verdict = compare(document, deleted, owners_of(before))
+        verdict.problems[:0] = problems
         if verdict.ok:
             saved.unlink(missing_ok=True)
         else:
@@ -133,6 +135,23 @@ class RolloutState(differential.State):
                 "deleted": sorted(deleted), "controllerScaled": self.controller.scaled,
                 "problems": verdict.problems}, indent=2))
         return differential.Outcome(self.seed, self.description, verdict.problems)
+
+
+    def resume_if_paused(self, before: dict[str, Any]) -> list[str]:
+        """A user-paused canary: the controller scales nothing (`haltProgress`) until the
+        user resumes it, and `plan` predicts what it does then; so check that nothing
+        went, resume, and let the comparison judge what goes after."""
+        if not self.rollout_paused():
+            return []
+        early = sorted(set(before) - set(active_pods(self.env, self.ns)))
+        self.env.kubectl("-n", self.ns, "patch", "rollout/w", "--type=merge", "-p",
+                         '{"spec":{"paused":false}}', check=True)
+        self.settle()
+        return [f"deleted while the rollout was paused: {early}"] if early else []
+
+    def rollout_paused(self) -> bool:
+        return bool(self.env.api_get(
+            f"/apis/argoproj.io/v1alpha1/namespaces/{self.ns}/rollouts/w")["spec"].get("paused"))
 
 
 def run_state(env: Environment, seed: int, out: Path, kubeconfig: Path
