@@ -114,6 +114,45 @@ def scale_and_compare(env: Environment, driver: RolloutsController, target: int,
     return deleted
 
 
+def _rs(name: str, replicas: int, available: int) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"replicas": replicas},
+            "status": {"availableReplicas": available}}
+
+
+# Rows of argo-rollouts v1.10.2 utils/replicaset/canary_test.go: (replicas, weight,
+# maxSurge, maxUnavailable, (stable spec, available), (canary spec, available)) ->
+# (canary, stable). The driver is the oracle of the tests below: its split must be upstream's.
+UPSTREAM_SPLITS = [
+    (10, 100, 3, 0, (7, 8), (6, 3), (6, 7)),  # .Spec.Replica < AvailableReplicas
+    (10, 20, 2, 0, (10, 10), (0, 0), (2, 10)),  # max surge int scales up the canary
+    (4, 100, 1, 0, (4, 1), (0, 0), (1, 4)),  # maxSurge honoured, stable unavailable
+    (4, 100, 1, 0, (4, 1), (1, 1), (1, 3)),  # maxUnavailable honoured, stable unavailable
+    (4, 0, 1, 0, (0, 0), (4, 4), (4, 1)),  # reducing the weight, part 1
+    (4, 0, 1, 0, (1, 0), (4, 4), (4, 1)),  # part 2
+    (4, 0, 1, 0, (1, 1), (4, 4), (3, 1)),  # part 3
+]
+
+
+def test_the_drivers_canary_split_is_upstreams() -> None:
+    for replicas, weight, surge, unavailable, stable, canary, expected in UPSTREAM_SPLITS:
+        rollout = canary_rollout("w", replicas, {"metadata": {"labels": {"app": "w"}}},
+                                 steps=[{"setWeight": weight}], max_surge=surge,
+                                 max_unavailable=unavailable)
+        rollout["status"] = {"stableRS": "stable", "currentPodHash": "canary"}
+        assert basic_canary_counts(rollout, _rs("canary", *canary), _rs("stable", *stable),
+                                   []) == expected, (replicas, weight, surge, unavailable)
+    # TestCalculateReplicaCountsForNewDeployment: the stable ReplicaSet is the new one
+    rollout = canary_rollout("w", 10, {"metadata": {"labels": {"app": "w"}}},
+                             steps=[{"setWeight": 10}], max_surge=0, max_unavailable=1)
+    rollout["status"] = {"stableRS": "stable", "currentPodHash": "canary"}
+    assert basic_canary_counts(rollout, _rs("stable", 10, 0), _rs("stable", 10, 0),
+                               []) == (10, 0)
+    # TestApproximateWeightedNewStableReplicaCounts: (replicas, weight, maxSurge)
+    assert [approximate_counts(*args) for args in ((2, 1, 0), (2, 100, 0), (2, 0, 1),
+                                                   (3, 50, 1), (10, 14, 0), (10, 15, 0))] == [
+        (1, 1), (2, 0), (0, 2), (2, 2), (1, 9), (2, 8)]
+
+
 def test_steady_state_rollout_scaled_through_scale_and_spec_replicas(
         env: Environment, controller_identity: Path) -> None:
     ns = env.new_namespace("ro-steady")
