@@ -563,7 +563,7 @@ def test_a_paused_canary_is_predicted_as_it_scales_on_resume():
 
 
 @pytest.mark.parametrize("change", ["unrecorded new ReplicaSet", "unobserved generation",
-                                    "aborted with a delay"])
+                                    "aborted with a delay", "unobserved workload template"])
 def test_what_is_not_modelled_makes_every_pod_a_possible_victim(change):
     status: dict[str, Any] = {"canary": {"weights": {"canary": {"weight": 50},
                                                      "stable": {"weight": 50}}}}
@@ -574,6 +574,10 @@ def test_what_is_not_modelled_makes_every_pod_a_possible_victim(change):
         "trafficRouting": {"nginx": {}}, "steps": [{"setWeight": 50}, {"pause": {}}]})
     if change == "unobserved generation":
         rollout["metadata"]["generation"] = 2
+    if change == "unobserved workload template":  # rollout/sync.go persistRolloutStatus
+        rollout["spec"]["workloadRef"] = {"kind": "Deployment", "name": "web"}
+        rollout["metadata"]["annotations"] = {"rollout.argoproj.io/workload-generation": "3"}
+        rollout["status"]["workloadObservedGeneration"] = "2"
     stable = ro.replicaset(rollout, "v1", 4, revision=1)
     canary = ro.replicaset(rollout, "v2", 2, revision=2)
     pods = (_pods(stable, "s", ["hyb-1", "hyb-2"] * 2, ["-100"] * 4)
@@ -726,3 +730,44 @@ def test_every_order_of_availability_changes_is_covered(replicas, weight, fences
         else:
             rs.available = rs.replicas
         assert all(walk[name].lowest >= least[name] for name in walk)
+
+
+def test_an_abandoned_intermediate_replicaset_drains_first():
+    """v1 stable (2), v2 an update abandoned for v3 (1), v3 new (1), setWeight 50; 4 -> 2
+    (maxSurge 1, maxUnavailable 0 at 2). CalculateReplicaCountsForBasicCanary returns
+    early while an older ReplicaSet has replicas; scaleDownOldReplicaSetsForCanary takes
+    v2 to 0 (4 available, minAvailable 2). The next sync splits 1/1 (50% of 2) and,
+    increasing, scales the stable down by 3 - 2 = 1. v2 would drain without the scale
+    too (minAvailable 3 at 4 replicas leaves 1 to go): a note says so."""
+    rollout = ro.rollout("web", 4, canary={"steps": [{"setWeight": 50}, {"pause": {}}]},
+                         current="v3", stable="v1", step=1)
+    stable = ro.replicaset(rollout, "v1", 2, revision=1)
+    abandoned = ro.replicaset(rollout, "v2", 1, revision=2)
+    new = ro.replicaset(rollout, "v3", 1, revision=3)
+    pods = (_pods(stable, "s", ["hyb-1", "hyb-2"]) + _pods(abandoned, "a", ["inf-1"])
+            + _pods(new, "n", ["inf-2"]))
+    prediction = predict_scale(Snapshot([rollout, stable, abandoned, new, *NODES, *pods]),
+                               rollout, 2, NOW)
+    assert prediction.replica_set_targets == {"web-v1": (2, 1), "web-v2": (1, 0),
+                                              "web-v3": (1, 1)}
+    assert any("still moving" in note and "web-v2" in note for note in prediction.notes)
+
+
+def test_blue_green_keeps_only_the_newest_old_replicasets_within_the_revision_limit():
+    """scaleDownDelayHelper with scaleDownDelayRevisionLimit 1: old ReplicaSets newest
+    revision first; the first within its deadline follows the new count, the next is
+    beyond the limit and goes to 0."""
+    rollout = ro.rollout("web", 4, blue_green={"activeService": "web",
+                                               "scaleDownDelayRevisionLimit": 1},
+                         current="v3", stable="v3",
+                         status={"blueGreen": {"activeSelector": "v3"}})
+    later = "2026-03-01T00:10:00Z"
+    oldest = ro.replicaset(rollout, "v1", 4, revision=1, deadline=later)
+    older = ro.replicaset(rollout, "v2", 4, revision=2, deadline=later)
+    active = ro.replicaset(rollout, "v3", 4, revision=3)
+    pods = [pod for rs, prefix in ((oldest, "a"), (older, "b"), (active, "c"))
+            for pod in _pods(rs, prefix, ["hyb-1", "hyb-2"] * 2)]
+    prediction = predict_scale(Snapshot([rollout, oldest, older, active, *NODES, *pods]),
+                               rollout, 2, NOW)
+    assert prediction.replica_set_targets == {"web-v1": (4, 0), "web-v2": (4, 2),
+                                              "web-v3": (4, 2)}

@@ -69,6 +69,7 @@ from .selectors import compile_workload_selector
 
 HASH_LABEL = "rollouts-pod-template-hash"  # v1alpha1.DefaultRolloutUniqueLabelKey
 REVISION_ANNOTATION = "rollout.argoproj.io/revision"
+WORKLOAD_GENERATION_ANNOTATION = "rollout.argoproj.io/workload-generation"
 DEADLINE_ANNOTATION = "scale-down-deadline"  # DefaultReplicaSetScaleDownDeadlineAnnotationKey
 # A scale-down deadline closer than this may pass before the controller's sync runs.
 NEAR_DEADLINE_NS = 10 * 1_000_000_000
@@ -101,20 +102,12 @@ def predict_rollout(view: ClusterView, rollout: Mapping[str, Any], to_replicas: 
     new_name = _by_hash(states, status.get("currentPodHash"))
     stable_name = _by_hash(states, status.get("stableRS"))
     scaled = {**rollout, "spec": {**spec_of(rollout), "replicas": to_replicas}}
-    fresh = _fresh_availability(owned, all_pods, rollout, now_ns, burst)
     variants = _variants(rollout, states, new_name)
     replays = [replay(scaled, states, new_name, stable_name, v) for v in variants]
     kept = {rs.name: max(r.lowest[rs.name] for r in replays) for rs in states}
-    least = _least(scaled, states, new_name, stable_name, variants, replays, fresh, into.notes)
-    deletions: dict[str, Deletion] = {}
-    for rs in sorted(states, key=lambda r: (r.created_ns, r.name)):
-        deletion = deletions_of_facts(owned[rs.name], all_pods, kept[rs.name], now_ns, burst)
-        for pod in deletion.order:
-            pod.replica_set = rs.name
-        deletions[rs.name] = deletion
-        into.replica_set_targets[rs.name] = (rs.replicas, kept[rs.name])
-        into.victims.extend(deletion.victims)
-        into.survivors.extend(deletion.order[len(deletion.victims):])
+    least = _least(scaled, states, new_name, stable_name, variants, replays,
+                   _fresh_availability(owned, all_pods, rollout, now_ns, burst), into.notes)
+    deletions = _deletions(into, states, owned, all_pods, kept, now_ns, burst)
     into.tie_groups = tie_groups_over_sync_orders(deletions, all_pods, burst)
     into.tie_groups += not_yet_tied(
         [group for rs in states for step in _steps_above(rs, kept[rs.name], replays)
@@ -129,12 +122,36 @@ def predict_rollout(view: ClusterView, rollout: Mapping[str, Any], to_replicas: 
     if unmodelled:
         _everything_possible(into, deletions, to_replicas, unmodelled)
     into.notes.extend(_notes(rollout, states, new_name, stable_name, replays, unmodelled))
+    moving = replay(rollout, states, new_name, stable_name, variants[0]).lowest
+    shrinking = [rs.name for rs in states if moving[rs.name] < rs.replicas]
+    if shrinking:
+        into.notes.append(f"the update is still moving: without this scale the Rollouts "
+                          f"controller would shrink {', '.join(shrinking)} too; those "
+                          "deletions are counted here")
     if not unmodelled and least == kept and _steady(states, new_name, stable_name) and (
             kept[new_name or ""] < _named(states, new_name).replicas):
         # A smaller count takes a longer prefix of the same order, as for a Deployment.
         only = deletions[new_name or ""]
         into.prefix_order = only.order
         into.prefix_chain = only.chain_bound
+
+
+def _deletions(into: PredictionFields, states: Sequence[Tracked],
+               owned: Mapping[str, list[PodFacts]], all_pods: list[PodFacts],
+               kept: Mapping[str, int], now_ns: int | None,
+               burst: int) -> dict[str, Deletion]:
+    """Each ReplicaSet's deletions down to its size in `kept`, oldest ReplicaSet first,
+    ranked with the pods of every ReplicaSet of the Rollout (`all_pods`)."""
+    deletions: dict[str, Deletion] = {}
+    for rs in sorted(states, key=lambda r: (r.created_ns, r.name)):
+        deletion = deletions_of_facts(owned[rs.name], all_pods, kept[rs.name], now_ns, burst)
+        for pod in deletion.order:
+            pod.replica_set = rs.name
+        deletions[rs.name] = deletion
+        into.replica_set_targets[rs.name] = (rs.replicas, kept[rs.name])
+        into.victims.extend(deletion.victims)
+        into.survivors.extend(deletion.order[len(deletion.victims):])
+    return deletions
 
 
 # --- the objects, as the controller reads them ------------------------------------------
@@ -308,6 +325,13 @@ def _unmodelled(rollout: Mapping[str, Any], states: Sequence[Tracked], new_name:
     if observed is not None and generation is not None and observed != int(generation):
         reasons.append(f"the controller has not seen the Rollout's latest change yet "
                        f"(observedGeneration {observed}, generation {generation})")
+    # persistRolloutStatus copies the workload-generation annotation (the referenced
+    # workload's generation, set when its template changes) to the status once seen.
+    seen = go_parse_int(str(status.get("workloadObservedGeneration") or ""))
+    wanted = go_parse_int(annotations_of(rollout).get(WORKLOAD_GENERATION_ANNOTATION) or "")
+    if spec_of(rollout).get("workloadRef") and None not in (seen, wanted) and seen != wanted:
+        reasons.append(f"the controller has not seen the referenced workload's latest "
+                       f"template yet (generation {wanted}, observed {seen})")
     if status.get("abort") and stable_name is not None and (
             strategy(rollout, "blueGreen") is not None or traffic_routed(rollout)
     ) and abort_delay_set(rollout)[0] and not (canary_of(rollout).get("dynamicStableScale")
