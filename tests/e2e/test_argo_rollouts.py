@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.controlplane import wait_for
 from tests.e2e.harness import Environment
 from tests.e2e.rollouts_driver import (
     DEADLINE,
@@ -51,7 +52,24 @@ def controller_identity(env: Environment) -> Iterator[Path]:
     the policy warns (these tests judge the prediction; the denial test enforces)."""
     install_rollout_crd(env)
     env.set_policy(enforcement="warn")
+    wait_for_poolguard_to_read_rollouts(env)
     yield identity(env, *IDENTITY)
+
+
+def wait_for_poolguard_to_read_rollouts(env: Environment) -> None:
+    """`serve` started before the CRD existed: its cache asks again for Rollouts within a
+    minute. Until then a Rollout's scale passes unchecked ("not in poolguard's cache"),
+    which is what a dry-run scale of a probe Rollout shows."""
+    ns = env.new_namespace("ro-probe")
+    apply(env, ns, canary_rollout("probe", 1, pod_template("probe")))
+
+    def judged() -> bool:
+        result = env.kubectl("-n", ns, "scale", "rollout/probe", "--replicas=0",
+                             "--dry-run=server")
+        return result.code == 0 and "poolguard could not check" not in result.stderr
+
+    wait_for("poolguard's cache to hold Rollouts", judged, timeout=120, interval=2)
+    env.delete_namespace(ns)
 
 
 def start(env: Environment, kubeconfig: Path, ns: str, rollout: dict[str, Any]
