@@ -18,10 +18,8 @@ point is an independent check):
   ReplicaSet first, then the new one, then the others, one scaled ReplicaSet per pass;
   `scaleDownOldReplicaSetsForCanary` with `cleanupUnhealthyReplicas`
   (rollout/replicaset.go).
-- utils/replicaset/canary.go `CalculateReplicaCountsForBasicCanary` with
-  `approximateWeightedCanaryStableReplicaCounts`, `adjustReplicaWithinLimits`,
-  `GetReplicasForScaleDown`, `GetCurrentSetWeight`; utils/replicaset/replicaset.go
-  `resolveFenceposts`, `MaxSurge`, `MaxUnavailable`, `NewRSNewReplicas`.
+- the canary split and the fences (tests/e2e/rollouts_canary.py), and
+  utils/replicaset/replicaset.go `NewRSNewReplicas`.
 - rollout/bluegreen.go `reconcileBlueGreenReplicaSets`: stable to spec.replicas, the new
   ReplicaSet to its count, the others through `scaleDownDelayHelper` (an old ReplicaSet
   within its scale-down deadline follows spec.replicas); the pause and the active switch.
@@ -40,380 +38,42 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
-import math
-import os
-import shutil
-import subprocess
 import time
-import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.e2e.controlplane import wait_for
 from tests.e2e.harness import Environment, api_client
+from tests.e2e.rollouts_canary import (
+    available,
+    basic_canary_counts,
+    max_unavailable,
+    pod_hash,
+    revision,
+    rs_annotations,
+    spec_replicas,
+    status_replicas,
+    steps_hash,
+    template_hash,
+)
+from tests.e2e.rollouts_manifests import (
+    API_VERSION,
+    BLUE_GREEN_PAUSE,
+    CANARY_PAUSE,
+    DEADLINE,
+    DESIRED,
+    GROUP,
+    HASH_LABEL,
+    MANAGED_BY,
+    PLURAL,
+    REVISION,
+)
 from tests.e2e.workloads import settled
 
-MODULE = "github.com/argoproj/argo-rollouts"
-VERSION = "v1.10.2"
-GROUP, API_VERSION, PLURAL = "argoproj.io", "v1alpha1", "rollouts"
-CRD_NAME = f"{PLURAL}.{GROUP}"
-IDENTITY = ("argo-rollouts", "argo-rollouts")  # (namespace, ServiceAccount) of the controller
-HASH_LABEL = "rollouts-pod-template-hash"  # v1alpha1.DefaultRolloutUniqueLabelKey
-REVISION = "rollout.argoproj.io/revision"  # annotations.RevisionAnnotation
-DESIRED = "rollout.argoproj.io/desired-replicas"  # annotations.DesiredReplicasAnnotation
-DEADLINE = "scale-down-deadline"  # v1alpha1.DefaultReplicaSetScaleDownDeadlineAnnotationKey
-MANAGED_BY = "argo-rollouts.argoproj.io/managed-by-rollouts"  # v1alpha1.ManagedByRolloutsKey
-CANARY_PAUSE, BLUE_GREEN_PAUSE = "CanaryPauseStep", "BlueGreenPause"
-MAX_WEIGHT = 100  # weightutil.MaxTrafficWeight without traffic routing
 JSON_PATCH = "application/json-patch+json"
-SAFE_ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand
-
-
-# --- the Rollout CRD, from the controller's module ----------------------------------------
-
-def rollout_crd(cache: Path | None = None) -> str:
-    """manifests/crds/rollout-crd.yaml of the module, read from the zip the Go module proxy
-    serves (`go mod download -json`; cached under ~/.cache/poolguard-e2e).
-
-    The module's go.mod asks for a newer Go patch release than some machines have:
-    `go mod download` then reports an error for the module but has already fetched the
-    zip, whose path the JSON still names; nothing is built, so that is enough."""
-    cache = cache or Path.home() / ".cache" / "poolguard-e2e" / f"argo-rollouts-{VERSION}"
-    target = cache / "rollout-crd.yaml"
-    if target.exists():
-        return target.read_text()
-    cache.mkdir(parents=True, exist_ok=True)
-    go = shutil.which("go") or "/usr/local/go/bin/go"
-    # GOTOOLCHAIN=local: never fetch a toolchain for the module's go line
-    done = subprocess.run([go, "mod", "download", "-json", f"{MODULE}@{VERSION}"],
-                          capture_output=True, text=True, check=False, cwd=cache,
-                          env={**os.environ, "GOTOOLCHAIN": "local"})
-    info = json.loads(done.stdout or "{}")
-    if not info.get("Zip") or not Path(info["Zip"]).exists():
-        raise RuntimeError(f"go mod download {MODULE}@{VERSION} failed:\n"
-                           f"{done.stdout}\n{done.stderr}")
-    with zipfile.ZipFile(info["Zip"]) as archive:
-        text = archive.read(f"{MODULE}@{VERSION}/manifests/crds/rollout-crd.yaml").decode()
-    target.write_text(text)
-    return text
-
-
-def install_rollout_crd(env: Environment) -> None:
-    """The real Rollout CRD (its full schema and /scale subresource), once per cluster.
-
-    Server-side apply: the CRD is too large for the last-applied annotation. A minimal CRD
-    another test made under the same name is replaced."""
-    env.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=e2e-crds",
-                "-f", "-", stdin=rollout_crd(), check=True)
-
-    def established() -> bool:  # `kubectl wait` fails while the status has no conditions
-        crd = env.api_get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}")
-        return any(c["type"] == "Established" and c["status"] == "True"
-                   for c in (crd.get("status") or {}).get("conditions") or [])
-
-    wait_for(f"CRD {CRD_NAME} to be established", established, timeout=60)
-
-
-# --- manifests ------------------------------------------------------------------------------
-
-def canary_rollout(name: str, replicas: int, template: dict[str, Any], *,
-                   steps: Sequence[Mapping[str, Any]] = (), max_surge: int | str = 1,
-                   max_unavailable: int | str = 0, paused: bool = False,
-                   min_ready_seconds: int = 0) -> dict[str, Any]:
-    """A basic canary Rollout. maxSurge/maxUnavailable are always set: v1.10.2's defaults
-    ("25", not a percentage) make `resolveFenceposts` fail and both resolve to 0."""
-    return _rollout(name, replicas, template, paused, min_ready_seconds, {"canary": {
-        "maxSurge": max_surge, "maxUnavailable": max_unavailable, "steps": list(steps)}})
-
-
-def blue_green_rollout(name: str, replicas: int, template: dict[str, Any], *,
-                       auto_promotion: bool = False, scale_down_delay: int | None = None,
-                       preview_replicas: int | None = None, min_ready_seconds: int = 0
-                       ) -> dict[str, Any]:
-    """A blue-green Rollout with Services NAME-active and NAME-preview (`services`)."""
-    strategy: dict[str, Any] = {"activeService": f"{name}-active",
-                                "previewService": f"{name}-preview",
-                                "autoPromotionEnabled": auto_promotion}
-    if scale_down_delay is not None:
-        strategy["scaleDownDelaySeconds"] = scale_down_delay
-    if preview_replicas is not None:
-        strategy["previewReplicaCount"] = preview_replicas
-    return _rollout(name, replicas, template, False, min_ready_seconds, {"blueGreen": strategy})
-
-
-def _rollout(name: str, replicas: int, template: dict[str, Any], paused: bool,
-             min_ready_seconds: int, strategy: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": f"{GROUP}/{API_VERSION}", "kind": "Rollout",
-            "metadata": {"name": name},
-            "spec": {"replicas": replicas, "paused": paused,
-                     "minReadySeconds": min_ready_seconds,
-                     "selector": {"matchLabels": {
-                         "app": template["metadata"]["labels"]["app"]}},
-                     "template": template, "strategy": strategy}}
-
-
-def services(rollout: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The active and preview Services a blue-green Rollout names (the user makes them; the
-    controller only moves their selectors)."""
-    strategy = rollout["spec"]["strategy"]["blueGreen"]
-    selector = rollout["spec"]["selector"]["matchLabels"]
-    return [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": strategy[key]},
-             "spec": {"selector": dict(selector), "ports": [{"port": 80}]}}
-            for key in ("activeService", "previewService")]
-
-
-# --- small readers ------------------------------------------------------------------------
-
-def spec_replicas(obj: Mapping[str, Any]) -> int:
-    """`defaults.GetReplicasOrDefault`: an absent count is 1."""
-    value = obj["spec"].get("replicas")
-    return 1 if value is None else int(value)
-
-
-def available(rs: Mapping[str, Any] | None) -> int:
-    return int(((rs or {}).get("status") or {}).get("availableReplicas") or 0)
-
-
-def status_replicas(rs: Mapping[str, Any] | None) -> int:
-    return int(((rs or {}).get("status") or {}).get("replicas") or 0)
-
-
-def pod_hash(rs: Mapping[str, Any] | None) -> str:
-    return ((rs or {}).get("metadata", {}).get("labels") or {}).get(HASH_LABEL, "")
-
-
-def rs_annotations(rs: Mapping[str, Any]) -> dict[str, str]:
-    return dict(rs["metadata"].get("annotations") or {})
-
-
-def revision(rs: Mapping[str, Any]) -> int:
-    try:
-        return int(rs_annotations(rs).get(REVISION, "0"))
-    except ValueError:
-        return 0
-
-
-def safe_encode(text: str) -> str:
-    """`rand.SafeEncodeString`: each byte mapped onto consonants and digits."""
-    return "".join(SAFE_ALPHANUMS[ord(c) % len(SAFE_ALPHANUMS)] for c in text)
-
-
-def fnv32a(data: bytes) -> int:
-    value = 0x811C9DC5
-    for byte in data:
-        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return value
-
-
-def template_hash(template: Mapping[str, Any], collisions: int | None = None) -> str:
-    """`hash.ComputePodTemplateHash`'s shape: fnv32a of the JSON template (and collision
-    count), decimal, safe-encoded."""
-    data = json.dumps(template, sort_keys=True, separators=(",", ":")).encode()
-    if collisions is not None:
-        data += int(collisions).to_bytes(8, "little")
-    return safe_encode(str(fnv32a(data)))
-
-
-def steps_hash(rollout: Mapping[str, Any]) -> str:
-    """`conditions.ComputeStepHash`: empty for blue-green."""
-    canary = rollout["spec"]["strategy"].get("canary")
-    if canary is None:
-        return ""
-    data = json.dumps(canary.get("steps") or [], sort_keys=True, separators=(",", ":"))
-    return safe_encode(str(fnv32a(data.encode())))
-
-
-def int_or_percent(value: int | str | None, total: int, round_up: bool) -> int:
-    """`intstr.GetScaledValueFromIntOrPercent`; a string without % is an error (ValueError)."""
-    if value is None:
-        return 0
-    if isinstance(value, int):
-        return value
-    if not value.endswith("%"):
-        raise ValueError(f"invalid type: string is not a percentage: {value!r}")
-    scaled = int(value[:-1]) * total / 100
-    return math.ceil(scaled) if round_up else math.floor(scaled)
-
-
-def resolve_fenceposts(surge: int | str | None, unavailable: int | str | None,
-                       desired: int) -> tuple[int, int]:
-    """utils/replicaset/replicaset.go `resolveFenceposts`; on an error (0, 0) as its callers
-    see it (they drop the error)."""
-    try:
-        max_surge = int_or_percent(surge, desired, True)
-        max_unavailable = int_or_percent(unavailable, desired, False)
-    except ValueError:
-        return 0, 0
-    if max_surge == 0 and max_unavailable == 0:
-        max_unavailable = 1
-    return max_surge, max_unavailable
-
-
-def max_surge(rollout: Mapping[str, Any]) -> int:
-    canary = rollout["spec"]["strategy"].get("canary")
-    if canary is None:
-        return 0
-    return resolve_fenceposts(canary.get("maxSurge", "25"), canary.get("maxUnavailable", "25"),
-                              spec_replicas(rollout))[0]
-
-
-def max_unavailable(rollout: Mapping[str, Any]) -> int:
-    replicas = spec_replicas(rollout)
-    if replicas == 0:
-        return 0
-    strategy = rollout["spec"]["strategy"]
-    if "canary" in strategy:
-        canary = strategy["canary"]
-        value = resolve_fenceposts(canary.get("maxSurge", "25"),
-                                   canary.get("maxUnavailable", "25"), replicas)[1]
-    else:
-        try:
-            value = int_or_percent(strategy["blueGreen"].get("maxUnavailable", "25"),
-                                   replicas, False)
-        except ValueError:
-            value = 0
-    return min(value, replicas)
-
-
-# --- the canary split (utils/replicaset/canary.go) -----------------------------------------
-
-def floor_ceiling_tied(weight: int, total: int) -> bool:
-    product = total * (weight / MAX_WEIGHT)
-    return product - math.floor(product) == 0.5
-
-
-def weight_delta(weight: int, canary: int, total: int) -> float:
-    return abs(canary * MAX_WEIGHT / total - weight)
-
-
-def approximate_counts(replicas: int, weight: int, surge: int) -> tuple[int, int]:
-    """`approximateWeightedCanaryStableReplicaCounts`: (canary, stable)."""
-    if replicas == 0:
-        return 0, 0
-    ceil_count = math.ceil(replicas * weight / MAX_WEIGHT)
-    floor_count = math.floor(replicas * weight / MAX_WEIGHT)
-    tied = floor_ceiling_tied(weight, replicas)
-    zero_allowed = weight in (MAX_WEIGHT, 0) or (replicas == 1 and surge == 0)
-    options: list[tuple[int, int]] = []
-    if ceil_count < replicas or zero_allowed:
-        options.append((ceil_count, replicas))
-    if not tied and (floor_count != 0 or zero_allowed):
-        options.append((floor_count, replicas))
-    if surge > 0:
-        options.append((ceil_count, replicas + 1))
-        if not floor_ceiling_tied(weight, replicas + 1) and (floor_count != 0 or zero_allowed):
-            options.append((floor_count, replicas + 1))
-    if not options:
-        return 0, replicas
-    best = options[0]
-    for option in options[1:]:  # the first of equal deltas wins
-        if weight_delta(weight, *option) < weight_delta(weight, *best):
-            best = option
-    return best[0], best[1] - best[0]
-
-
-def current_set_weight(rollout: Mapping[str, Any]) -> int:
-    """`GetCanaryReplicasOrWeight` without traffic routing (so no setCanaryScale):
-    full weight when promoting fully or with no stable (or stable = current), else
-    `GetCurrentSetWeight`."""
-    status = rollout.get("status") or {}
-    if (status.get("promoteFull") or not status.get("stableRS")
-            or status.get("currentPodHash") == status.get("stableRS")):
-        return MAX_WEIGHT
-    if status.get("abort"):
-        return 0
-    steps = rollout["spec"]["strategy"]["canary"].get("steps") or []
-    index = int(status.get("currentStepIndex") or 0)
-    if not steps or index >= len(steps):
-        return MAX_WEIGHT
-    for step in reversed(steps[:index + 1]):
-        if step.get("setWeight") is not None:
-            return int(step["setWeight"])
-    return 0
-
-
-def replicas_for_scale_down(rs: Mapping[str, Any] | None, ignore_availability: bool) -> int:
-    """`GetReplicasForScaleDown`."""
-    if rs is None:
-        return 0
-    if spec_replicas(rs) < available(rs):
-        return spec_replicas(rs)
-    return spec_replicas(rs) if ignore_availability else available(rs)
-
-
-def adjust_within_limits(drain: Mapping[str, Any] | None, adjust: Mapping[str, Any] | None,
-                         drain_count: int, adjust_count: int, max_allowed: int,
-                         min_available: int) -> tuple[int, int]:
-    """`adjustReplicaWithinLimits`: (drain count, adjust count)."""
-    over = max(0, adjust_count + drain_count - max_allowed)
-    total_available = min(available(drain), drain_count) if drain is not None else 0
-    if adjust is not None:
-        adjust_count -= over
-        total_available += min(available(adjust), adjust_count)
-        extra = max(0, available(adjust) - adjust_count)
-        needed = max(0, min_available - total_available)
-        adjust_count += min(extra, needed)
-        over = max(0, adjust_count + drain_count - max_allowed)
-        drain_count -= over
-    return drain_count, adjust_count
-
-
-def basic_canary_counts(rollout: Mapping[str, Any], new: Mapping[str, Any] | None,
-                        stable: Mapping[str, Any] | None,
-                        others: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
-    """`CalculateReplicaCountsForBasicCanary`: (new count, stable count)."""
-    replicas = spec_replicas(rollout)
-    surge = max_surge(rollout)
-    desired_new, desired_stable = approximate_counts(replicas, current_set_weight(rollout),
-                                                     surge)
-    new_count = spec_replicas(new) if new is not None else 0
-    scale_stable = stable is not None and (new is None
-                                           or new["metadata"]["name"] != stable["metadata"]["name"])
-    stable_count = 0
-    if scale_stable:
-        stable_count = spec_replicas(stable)
-    else:
-        desired_new, desired_stable = replicas, 0
-    max_allowed = replicas + surge
-    counted = [*others, *([new] if new is not None else []), *([stable] if scale_stable else [])]
-    scale_up = max_allowed - sum(spec_replicas(rs) for rs in counted)
-    if scale_stable and spec_replicas(stable) < desired_stable and scale_up > 0:
-        if spec_replicas(stable) + scale_up < desired_stable:
-            stable_count, scale_up = spec_replicas(stable) + scale_up, 0
-        else:
-            stable_count = desired_stable
-            scale_up -= desired_stable - spec_replicas(stable)
-    if new is not None and spec_replicas(new) < desired_new and scale_up > 0:
-        new_count = min(spec_replicas(new) + scale_up, desired_new)
-    if sum(spec_replicas(rs) for rs in others) > 0:
-        return new_count, stable_count
-    min_available = replicas - max_unavailable(rollout)
-    increasing = new is None or desired_new >= spec_replicas(new)
-    # The stable ReplicaSet counts here even when it is the new one (at steady state):
-    # the controller passes it as it is.
-    to_scale_down = (replicas_for_scale_down(new, not increasing)
-                     + replicas_for_scale_down(stable, increasing))
-    if to_scale_down <= min_available:
-        return new_count, stable_count
-    scale_down = to_scale_down - min_available
-    if not increasing:
-        if new is not None and spec_replicas(new) > desired_new:
-            new_count = max(desired_new, spec_replicas(new) - scale_down)
-        new_count, stable_count = adjust_within_limits(
-            new, stable, new_count, stable_count, max_allowed, min_available)
-    elif scale_stable:
-        if spec_replicas(stable) > desired_stable:
-            stable_count = max(desired_stable, spec_replicas(stable) - scale_down)
-        stable_count, new_count = adjust_within_limits(stable, new, stable_count, new_count,
-                                                       max_allowed, min_available)
-    return new_count, stable_count
-
-
-# --- the controller -----------------------------------------------------------------------
 
 def rfc3339(when: dt.datetime) -> str:
     return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -941,15 +601,3 @@ class RolloutsController:
         self.env.kubectl("-n", self.namespace, "patch", f"{PLURAL}.{GROUP}/{self.name}",
                          "--subresource=status", "--type=merge", "-p",
                          '{"status":{"pauseConditions":null}}', check=True)
-
-
-def wait_rollout(env: Environment, namespace: str, name: str, check: Any,
-                 what: str, timeout: float = 60) -> dict[str, Any]:
-    """Poll the Rollout until `check(rollout)` holds."""
-    path = f"/apis/{GROUP}/{API_VERSION}/namespaces/{namespace}/{PLURAL}/{name}"
-
-    def current() -> dict[str, Any] | None:
-        rollout = env.api_get(path)
-        return rollout if check(rollout) else None
-
-    return wait_for(what, current, timeout=timeout)

@@ -19,14 +19,13 @@ import pytest
 
 from tests.e2e.controlplane import wait_for
 from tests.e2e.harness import Environment
-from tests.e2e.rollouts_driver import (
+from tests.e2e.rollouts_canary import approximate_counts, basic_canary_counts
+from tests.e2e.rollouts_driver import RolloutsController
+from tests.e2e.rollouts_manifests import (
     DEADLINE,
     DESIRED,
     HASH_LABEL,
     IDENTITY,
-    RolloutsController,
-    approximate_counts,
-    basic_canary_counts,
     blue_green_rollout,
     canary_rollout,
     install_rollout_crd,

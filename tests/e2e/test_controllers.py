@@ -21,7 +21,7 @@ from kubernetes import client
 from tests.e2e.controlplane import kubeconfig_text, wait_for
 from tests.e2e.fake_kubelet import STRATEGIC, pod_status
 from tests.e2e.harness import COST_ANNOTATION, Environment, api_client, is_active
-from tests.e2e.rollouts_driver import install_rollout_crd
+from tests.e2e.rollouts_manifests import install_rollout_crd
 from tests.e2e.workloads import (
     apply,
     deployment,

@@ -31,9 +31,9 @@ from typing import Any
 
 import tests.e2e.test_differential as differential
 from tests.e2e.harness import Environment
-from tests.e2e.rollouts_driver import (
+from tests.e2e.rollouts_driver import RolloutsController
+from tests.e2e.rollouts_manifests import (
     IDENTITY,
-    RolloutsController,
     blue_green_rollout,
     canary_rollout,
     install_rollout_crd,
