@@ -570,30 +570,43 @@ class RolloutsController:
             self.reconcile_canary_replicasets(p)
         self.persist(p)
 
-    def run(self, timeout: float = 120, quiet: float = 1.5) -> None:
+    def run(self, timeout: float = 120, quiet: float = 1.5) -> bool:
         """Reconcile as the controller does on every event, until a pass writes nothing and
-        the namespace stayed settled for `quiet` seconds. A write that lost a race (a
-        conflict, or the JSON-patch test on resourceVersion) is retried on a fresh read."""
+        the namespace (with its ReplicaSets' counts of ready and available pods, which the
+        controller acts on) stayed the same for `quiet` seconds; True when it wrote. A
+        write that lost a race (a conflict, or a JSON patch of an annotation another pass
+        removed) is retried on a fresh read."""
         deadline = time.monotonic() + timeout
         state: dict[str, Any] = {"print": None, "since": time.monotonic()}
+        wrote = False
         while time.monotonic() < deadline:
             self.env.plane.check_alive()
             try:
                 if self.reconcile():
-                    state["print"] = None
+                    wrote, state["print"] = True, None
                     continue
             except ApiException as err:
                 if err.status not in (409, 422):
                     raise
                 continue
-            now = settled(self.env, self.namespace)
+            now = self._fingerprint()
             if now is None or now != state["print"]:
                 state.update({"print": now, "since": time.monotonic()})
             elif time.monotonic() - state["since"] >= quiet:
-                return
+                return wrote
             time.sleep(0.25)
         raise TimeoutError(f"the Rollout {self.namespace}/{self.name} did not settle in "
                            f"{timeout:.0f}s")
+
+    def _fingerprint(self) -> tuple[Any, ...] | None:
+        base = settled(self.env, self.namespace)
+        if base is None:
+            return None
+        counts = sorted((rs["metadata"]["name"], available(rs), status_replicas(rs),
+                         (rs.get("status") or {}).get("readyReplicas"))
+                        for rs in self.env.api_get(
+                            f"/apis/apps/v1/namespaces/{self.namespace}/replicasets")["items"])
+        return (base, tuple(counts))
 
     def promote_as_user(self) -> None:
         """What `kubectl argo rollouts promote` sends for a paused Rollout: the pause

@@ -79,9 +79,7 @@ def start(env: Environment, kubeconfig: Path, ns: str, rollout: dict[str, Any]
         objects += services(rollout)
     apply(env, ns, *objects)
     driver = RolloutsController(env, kubeconfig, ns, rollout["metadata"]["name"])
-    driver.run()
-    app = rollout["spec"]["template"]["metadata"]["labels"]["app"]
-    wait_running(env, ns, f"app={app}", sum(sizes(env, ns).values()))
+    come_to_rest(env, driver, rollout)
     return driver
 
 
@@ -91,7 +89,20 @@ def update(env: Environment, driver: RolloutsController, rollout: dict[str, Any]
     rollout["spec"]["template"]["metadata"].setdefault("annotations", {})[
         "e2e.poolguard.dev/revision"] = str(revision)
     apply(env, driver.namespace, rollout)
-    driver.run()
+    come_to_rest(env, driver, rollout)
+
+
+def come_to_rest(env: Environment, driver: RolloutsController, rollout: dict[str, Any]
+                 ) -> None:
+    """The controller's passes and the pods they make running, until a pass on running
+    pods changes nothing (each canary step waits for its pods)."""
+    app, ns = rollout["spec"]["template"]["metadata"]["labels"]["app"], driver.namespace
+    for _ in range(30):
+        wrote = driver.run()
+        wait_running(env, ns, f"app={app}", sum(sizes(env, ns).values()))
+        if not wrote:
+            return
+    raise AssertionError(f"the Rollout {driver.namespace}/{driver.name} did not come to rest")
 
 
 def sizes(env: Environment, ns: str) -> dict[str, int]:
