@@ -64,7 +64,7 @@ def env() -> Iterator[Environment]:
 
 _outcomes: dict[str, str] = {}
 SCENARIO_MODULES = ("test_scenarios.py", "test_controllers.py", "test_hpa.py",
-                    "test_admission_policy.py", "test_helm.py")
+                    "test_admission_policy.py", "test_helm.py", "test_argo_rollouts.py")
 
 
 def _is_scenario(nodeid: str) -> bool:

@@ -1,11 +1,19 @@
-"""Print the e2e tier's one-line summary from RUN_DIR/results.json and differential.json;
-exit 1 when a scenario did not pass or a state mismatched."""
+"""Print the e2e tier's summary from RUN_DIR/results.json and the differential runs'
+results (differential.json, differential-lws.json, differential-rollouts.json); exit 1 when a
+scenario did not pass, a differential wrote no results or a state mismatched."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
+from typing import Any
+
+DIFFERENTIALS = {  # label -> results file in RUN_DIR
+    "differential": "differential.json",
+    "LWS differential": "differential-lws.json",
+    "rollouts differential": "differential-rollouts.json",
+}
 
 
 def main(run_dir: Path) -> int:
@@ -13,18 +21,24 @@ def main(run_dir: Path) -> int:
         results = json.loads((run_dir / "results.json").read_text())
     except (OSError, ValueError):
         results = {"scenarios": 0, "passed": 0}
-    try:
-        differential = json.loads((run_dir / "differential.json").read_text())
-    except (OSError, ValueError):
-        differential = {"states": 0, "mismatches": 0, "failed": True}
-    print(f"e2e: {results['passed']}/{results['scenarios']} scenarios pass; differential: "
-          f"{differential['states']} states, {differential['mismatches']} mismatches")
+    runs = {label: _differential(run_dir / name) for label, name in DIFFERENTIALS.items()}
+    counts = "; ".join(f"{label}: {run['states']} states, {run['mismatches']} mismatches"
+                       for label, run in runs.items())
+    print(f"e2e: {results['passed']}/{results['scenarios']} scenarios pass; {counts}")
     # Which situations the differential's states covered (a class at 0 is not listed).
-    for name, count in (differential.get("classes") or {}).items():
+    for name, count in (runs["differential"].get("classes") or {}).items():
         print(f"  differential states: {count:4d}  {name}")
     bad = (results["passed"] != results["scenarios"] or not results["scenarios"]
-           or differential["mismatches"] or differential.get("failed"))
+           or any(run["mismatches"] or run.get("failed") for run in runs.values()))
     return 1 if bad else 0
+
+
+def _differential(path: Path) -> dict[str, Any]:
+    """A differential run's results; a run that wrote none failed."""
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return {"states": 0, "mismatches": 0, "failed": True}
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@ an Argo Rollout and a StatefulSet owned by a LeaderWorkerSet, shrunk by clients 
 controllers' identities, are never denied; a client with the HPA's identity is clamped to
 the safe count; a person's unsafe kubectl scale of a Deployment is still denied.
 
-The owners are real objects of minimal CRDs (no Rollouts or LWS controller runs): what
-matters to poolguard is the controller ownerReference and who sends the request.
+The Rollout is an object of the real Rollout CRD (from the Argo Rollouts module); the other
+owners are objects of minimal CRDs. No owner's controller runs here: what matters to
+poolguard is the controller ownerReference and who sends the request.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kubernetes import client
 from tests.e2e.controlplane import kubeconfig_text, wait_for
 from tests.e2e.fake_kubelet import STRATEGIC, pod_status
 from tests.e2e.harness import COST_ANNOTATION, Environment, api_client, is_active
+from tests.e2e.rollouts_manifests import install_rollout_crd
 from tests.e2e.workloads import (
     apply,
     deployment,
@@ -60,7 +62,9 @@ def _crd(group: str, version: str, kind: str, plural: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def owner_kinds(env: Environment) -> None:
-    """The owners' CRDs, unless a real install (or another test) made them already."""
+    """The owners' CRDs: the real Rollout CRD; minimal ones for the others, unless a real
+    install (or another test) made them already."""
+    install_rollout_crd(env)
     for name, (group, version, kind, plural) in OWNER_KINDS.items():
         if env.kubectl("get", "crd", name).code != 0:
             env.kubectl("create", "-f", "-", stdin=json.dumps(

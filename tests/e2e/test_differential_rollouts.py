@@ -1,0 +1,206 @@
+"""Differential fidelity for Argo Rollouts: `plan --workload ro/NS/NAME` against what the
+Rollouts controller (tests/e2e/rollouts_driver.py, with its identity) and the real
+ReplicaSet controller delete.
+
+Each seed builds a random Rollout in its own namespace: canary (a setWeight step then a
+pause; maxSurge/maxUnavailable as counts or percentages; sometimes a third revision that
+leaves an intermediate ReplicaSet; sometimes paused by the user, which halts the
+controller's scaling) or blue-green (active and preview, with previewReplicaCount
+sometimes; sometimes promoted, so the old active stays within its scale-down delay).
+Its pods get the same random fates as in tests/e2e/test_differential.py (pools, nodes,
+phases, readiness, ages, restarts, persons' costs), so new ReplicaSets often have
+unavailable pods and a rollout stops where the controller's rules stop it. Then `plan`
+predicts the victims of a scale-down, `kubectl scale rollout/w` performs it, the
+controller's passes run, and the deleted pods are compared (tests/e2e/workloads.py
+`compare`).
+
+E2E_ROLLOUT_STATES (default 50), E2E_SEED (first seed, default 1), E2E_PARALLEL (default 8);
+rerun seeds with E2E_ROLLOUT_SEEDS=N,M,... A failing seed's state, plan document and
+deletions are kept in RUN_DIR/differential-rollouts/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import tests.e2e.test_differential as differential
+from tests.e2e.harness import Environment
+from tests.e2e.rollouts_driver import RolloutsController
+from tests.e2e.rollouts_manifests import (
+    IDENTITY,
+    blue_green_rollout,
+    canary_rollout,
+    install_rollout_crd,
+    services,
+)
+from tests.e2e.test_controllers import identity
+from tests.e2e.workloads import active_pods, apply, compare, owners_of, wait_settled
+from tests.e2e.workloads import plan as plan_json
+
+RESULTS = "differential-rollouts.json"
+WEIGHTS = (10, 20, 25, 33, 50, 60, 75, 90)
+FENCEPOSTS = (0, 1, 2, "25%", "50%")
+
+
+class RolloutState(differential.State):
+    """One random Rollout in namespace diff-ro-SEED, driven to a settled cluster."""
+
+    def __init__(self, env: Environment, seed: int, out: Path, kubeconfig: Path) -> None:
+        super().__init__(env, seed, out)
+        self.ns = f"diff-ro-{seed}"
+        self.kind = "Rollout"
+        self.strategy = self.rng.choice(["canary", "canary", "blueGreen"])
+        self.replicas = self.rng.randint(2, 8)
+        rng = self.rng
+        self.revisions = rng.choice([1, 2, 2, 2, 3])
+        self.min_ready = rng.choice([0, 0, differential.MIN_READY])
+        self.weight = rng.choice(WEIGHTS)
+        self.surge, self.unavailable = rng.choice(FENCEPOSTS), rng.choice(FENCEPOSTS)
+        self.user_paused = rng.random() < 0.2
+        self.preview = rng.randint(1, self.replicas) if rng.random() < 0.3 else None
+        self.promote = (self.strategy == "blueGreen" and self.revisions > 1
+                        and rng.random() < 0.4)
+        self.description = (
+            f"Rollout {self.strategy} replicas={self.replicas} revisions={self.revisions}"
+            f" minReady={self.min_ready}"
+            + (f" weight={self.weight} surge={self.surge} unavail={self.unavailable}"
+               f"{' user-paused' if self.user_paused else ''}"
+               if self.strategy == "canary" else
+               f" preview={self.preview}{' promoted' if self.promote else ''}"))
+        self.controller = RolloutsController(env, kubeconfig, self.ns, "w")
+
+    def manifest(self, revision: int) -> dict[str, Any]:
+        template = self.template(revision)
+        if self.strategy == "blueGreen":
+            return blue_green_rollout("w", self.replicas, template, scale_down_delay=600,
+                                      preview_replicas=self.preview,
+                                      min_ready_seconds=self.min_ready)
+        # the user's pause comes with a new revision: it holds the rollout mid-way
+        return canary_rollout("w", self.replicas, template,
+                              steps=[{"setWeight": self.weight}, {"pause": {}}],
+                              max_surge=self.surge, max_unavailable=self.unavailable,
+                              paused=self.user_paused and revision > 1,
+                              min_ready_seconds=self.min_ready)
+
+    def build(self) -> None:
+        self.env.new_namespace(self.ns, {"e2e.poolguard.dev/differential": "true"})
+        first = self.manifest(1)
+        apply(self.env, self.ns, first,
+              *(services(first) if self.strategy == "blueGreen" else []))
+        self.drive(rounds=3)
+        for revision in range(2, self.revisions + 1):
+            apply(self.env, self.ns, self.manifest(revision))
+            self.drive(rounds=self.rng.randint(1, 3))
+        if self.promote:
+            self.controller.promote_as_user()
+            self.drive(rounds=2)
+        self.settle()
+
+    def settle(self, quiet: bool = True) -> None:
+        """The controller's passes until nothing moves (and the ReplicaSets caught up)."""
+        self.controller.run(timeout=180, quiet=1.0 if quiet else 0.3)
+        wait_settled(self.env, self.ns, timeout=120, quiet=1.0 if quiet else 0.0)
+
+    def run(self) -> differential.Outcome:
+        started = time.monotonic()
+        self.build()
+        built = time.monotonic()
+        current = self.env.api_get(
+            f"/apis/argoproj.io/v1alpha1/namespaces/{self.ns}/rollouts/w")["spec"]["replicas"]
+        target = self.rng.randint(0, current - 1)
+        self.description += f" -> {target}"
+        saved = self.out / f"seed-{self.seed}.state.yaml"
+        document = plan_json(self.env, f"ro/{self.ns}/w", target, "--save-state", str(saved))
+        before = active_pods(self.env, self.ns)
+        scaled = self.env.kubectl("-n", self.ns, "scale", "rollout/w", f"--replicas={target}")
+        assert scaled.code == 0, str(scaled)
+        self.settle()
+        problems = self.resume_if_paused(before)
+        self.description += (f" [build {built - started:.0f}s, scale "
+                             f"{time.monotonic() - built:.0f}s]")
+        deleted = set(before) - set(active_pods(self.env, self.ns))
+        verdict = compare(document, deleted, owners_of(before))
+        verdict.problems[:0] = problems
+        if verdict.ok:
+            saved.unlink(missing_ok=True)
+        else:
+            (self.out / f"seed-{self.seed}.json").write_text(json.dumps({
+                "seed": self.seed, "description": self.description, "plan": document,
+                "deleted": sorted(deleted), "controllerScaled": self.controller.scaled,
+                "problems": verdict.problems}, indent=2))
+        return differential.Outcome(self.seed, self.description, verdict.problems)
+
+
+    def resume_if_paused(self, before: dict[str, Any]) -> list[str]:
+        """A user-paused canary: the controller scales nothing (`haltProgress`) until the
+        user resumes it, and `plan` predicts what it does then; so check that nothing
+        went, resume, and let the comparison judge what goes after."""
+        if not self.rollout_paused():
+            return []
+        early = sorted(set(before) - set(active_pods(self.env, self.ns)))
+        self.env.kubectl("-n", self.ns, "patch", "rollout/w", "--type=merge", "-p",
+                         '{"spec":{"paused":false}}', check=True)
+        self.settle()
+        return [f"deleted while the rollout was paused: {early}"] if early else []
+
+    def rollout_paused(self) -> bool:
+        return bool(self.env.api_get(
+            f"/apis/argoproj.io/v1alpha1/namespaces/{self.ns}/rollouts/w")["spec"].get("paused"))
+
+
+def run_state(env: Environment, seed: int, out: Path, kubeconfig: Path
+              ) -> differential.Outcome:
+    state = RolloutState(env, seed, out, kubeconfig)
+    try:
+        return state.run()
+    except Exception as err:
+        (out / f"seed-{seed}.error.txt").write_text(traceback.format_exc())
+        return differential.Outcome(seed, state.description, [],
+                                    error=f"{type(err).__name__}: {err}")
+    finally:
+        env.delete_namespace(state.ns)
+
+
+def test_differential_rollouts_plan_matches_the_controllers(env: Environment) -> None:
+    states = int(os.environ.get("E2E_ROLLOUT_STATES", "50"))
+    first = int(os.environ.get("E2E_SEED", "1"))
+    seeds = [int(s) for s in os.environ.get("E2E_ROLLOUT_SEEDS", "").split(",") if s.strip()]
+    seeds = seeds or list(range(first, first + states))
+    workers = int(os.environ.get("E2E_PARALLEL", "8"))
+    install_rollout_crd(env)
+    kubeconfig = identity(env, *IDENTITY)
+    env.start_reconciler()
+    env.set_policy(enforcement="warn")  # judge the prediction, not the verdict
+    out = env.run_dir / "differential-rollouts"
+    out.mkdir(exist_ok=True)
+    started = time.monotonic()
+    outcomes: list[differential.Outcome] = []
+    with open(env.run_dir / "differential-rollouts.log", "a", encoding="utf-8") as log, \
+            ThreadPoolExecutor(workers) as pool:
+        futures = [pool.submit(run_state, env, seed, out, kubeconfig) for seed in seeds]
+        for future in as_completed(futures):
+            outcome = future.result()
+            outcomes.append(outcome)
+            status = ("ERROR" if outcome.error else
+                      "ok" if not outcome.problems else "MISMATCH")
+            log.write(f"seed {outcome.seed}: {status} {outcome.description} "
+                      f"{outcome.error or '; '.join(outcome.problems)}\n")
+            log.flush()
+    mismatches = [o for o in outcomes if o.problems]
+    errors = [o for o in outcomes if o.error]
+    (env.run_dir / RESULTS).write_text(json.dumps({
+        "states": len(outcomes) - len(errors), "mismatches": len(mismatches),
+        "errors": len(errors), "failed": bool(errors), "seconds": time.monotonic() - started,
+        "mismatchSeeds": [o.seed for o in mismatches], "errorSeeds": [o.seed for o in errors],
+    }, indent=2))
+    lines = [f"seed {o.seed} ({o.description}): {'; '.join(o.problems)} "
+             f"(differential-rollouts/seed-{o.seed}.state.yaml)" for o in mismatches]
+    lines += [f"seed {o.seed} ({o.description}) did not run: {o.error} "
+              f"(differential-rollouts/seed-{o.seed}.error.txt)" for o in errors]
+    assert not lines, "\n".join(lines)
