@@ -17,6 +17,7 @@ import pytest
 
 from tests.e2e.controlplane import DEFAULT_BIN, ControlPlane
 from tests.e2e.harness import Environment, service_cidr
+from tests.e2e.lws import LwsController
 
 RESULTS = "results.json"
 
@@ -60,11 +61,23 @@ def env() -> Iterator[Environment]:
             plane.stop()
 
 
+@pytest.fixture(scope="module")
+def lws_controller(env: Environment) -> Iterator[LwsController]:
+    """The real LeaderWorkerSet controller, for the module that asks for it only (its pod
+    webhooks cost every LWS pod creation a round trip; the other modules need none)."""
+    controller = LwsController(env)
+    controller.start()
+    try:
+        yield controller
+    finally:
+        controller.stop()
+
+
 # --- the summary line ----------------------------------------------------------------------
 
 _outcomes: dict[str, str] = {}
 SCENARIO_MODULES = ("test_scenarios.py", "test_controllers.py", "test_hpa.py",
-                    "test_admission_policy.py", "test_helm.py")
+                    "test_admission_policy.py", "test_helm.py", "test_leaderworkerset.py")
 
 
 def _is_scenario(nodeid: str) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -37,17 +37,9 @@ OWNER_DECIDED = re.compile(
     r" (\S+)$", re.M)
 
 
-@pytest.fixture(scope="module")
-def lws_controller(env: Environment) -> Iterator[LwsController]:
-    """The real controller, for this module only (its pod webhooks cost every LWS pod
-    creation a round trip; nothing else needs it)."""
+@pytest.fixture(scope="module", autouse=True)
+def enforce(env: Environment) -> None:
     env.set_policy(enforcement="enforce")
-    controller = LwsController(env)
-    controller.start()
-    try:
-        yield controller
-    finally:
-        controller.stop()
 
 
 def by_group(pools: Mapping[int, str]) -> Any:
