@@ -95,7 +95,7 @@ def test_a_state_file_without_workloads_says_so(tmp_path):
     result = plan("--state", str(nodes_only), "--workload", "deploy/ml/x", "--replicas", "1")
     assert result.returncode == 2
     assert ("Deployment ml/x: not found in the cluster state, which holds no Deployments, "
-            "ReplicaSets or StatefulSets") in result.stderr
+            "ReplicaSets, StatefulSets, LeaderWorkerSets or Rollouts") in result.stderr
 
 
 # --- the audit over every workload ----------------------------------------------------

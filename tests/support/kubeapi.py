@@ -21,8 +21,10 @@ pointed at it with a kubeconfig or `Configuration(host=...)`):
 
 Resources: pods, nodes, namespaces, events, secrets, configmaps (core/v1), replicasets,
 deployments, statefulsets (apps/v1), leases (coordination.k8s.io/v1), mutating- and
-validatingwebhookconfigurations (admissionregistration.k8s.io/v1). One global resourceVersion
-counter orders every change, as etcd's revision does.
+validatingwebhookconfigurations (admissionregistration.k8s.io/v1); the custom resources
+leaderworkersets (leaderworkerset.x-k8s.io/v1) and rollouts (argoproj.io/v1alpha1) only
+after `install_crd(kind)` (404 before, and after `remove_crd(kind)`). One global
+resourceVersion counter orders every change, as etcd's revision does.
 
 Test hooks: `put` / `modify` / `delete` / `get` / `objects` (changes made while the
 server is stopped are kept and replayed), `compact()` (force 410, to watches and to the
@@ -83,8 +85,14 @@ RESOURCE_TYPES = (
     ResourceType("validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
                  "admissionregistration.k8s.io/v1", False),
 )
-_BY_PATH = {(t.api_version, t.plural): t for t in RESOURCE_TYPES}
-_BY_KIND = {t.kind: t for t in RESOURCE_TYPES}
+# Custom resources: served only while their CRD is installed (`install_crd`), as the real
+# server answers 404 for a group/version nobody registered.
+CUSTOM_RESOURCE_TYPES = (
+    ResourceType("leaderworkersets", "LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1", True),
+    ResourceType("rollouts", "Rollout", "argoproj.io/v1alpha1", True),
+)
+_BY_PATH = {(t.api_version, t.plural): t for t in RESOURCE_TYPES + CUSTOM_RESOURCE_TYPES}
+_BY_KIND = {t.kind: t for t in RESOURCE_TYPES + CUSTOM_RESOURCE_TYPES}
 
 
 def resource_type(kind: str) -> ResourceType:
@@ -165,8 +173,9 @@ class FakeKubeAPI:
         self.gone_as_http = False
         self.requests: list[Request] = []
         self._cond = threading.Condition()
-        self._store: dict[str, dict[tuple[str, str], Obj]] = {t.plural: {} for t in
-                                                               RESOURCE_TYPES}
+        self._store: dict[str, dict[tuple[str, str], Obj]] = {
+            t.plural: {} for t in RESOURCE_TYPES + CUSTOM_RESOURCE_TYPES}
+        self._crds: set[str] = set()  # the custom resources (plurals) being served
         self._rv = 100  # like etcd, never "0" (which means "any version" to a watch)
         self._history: deque[_Event] = deque()
         self._floor = self._rv  # a watch may start from any resourceVersion >= this
@@ -282,6 +291,26 @@ class FakeKubeAPI:
         with self._cond:
             store = self._store[resource_type(kind).plural]
             return [copy.deepcopy(store[key]) for key in sorted(store)]
+
+    def install_crd(self, kind: str) -> None:
+        """Serve the custom resource `kind` (LeaderWorkerSet, Rollout) from now on."""
+        with self._cond:
+            self._crds.add(resource_type(kind).plural)
+
+    def remove_crd(self, kind: str) -> None:
+        """Stop serving `kind`: its objects go and its watches end, as a CRD's deletion."""
+        rtype = resource_type(kind)
+        with self._cond:
+            self._crds.discard(rtype.plural)
+            self._store[rtype.plural].clear()
+            for watch in self._watches:
+                if watch.rtype == rtype:
+                    watch.closed = True
+            self._cond.notify_all()
+
+    def served(self, rtype: ResourceType) -> bool:
+        """Whether requests for `rtype` are answered (custom resources: CRD installed)."""
+        return rtype not in CUSTOM_RESOURCE_TYPES or rtype.plural in self._crds
 
     @property
     def resource_version(self) -> int:
@@ -618,6 +647,9 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ApiError(status, HTTPStatus(status).phrase.replace(" ", ""),
                                f"injected fault: {status}")
             target = _parse_path(parts.path)
+            if not api.served(target.rtype):
+                raise ApiError(404, "NotFound", "the server could not find the requested "
+                               f"resource ({parts.path})")
             if method == "GET" and query.get("watch") in ("1", "true"):
                 request.status = 200
                 self._watch(api, target, query)

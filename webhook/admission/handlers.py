@@ -16,7 +16,12 @@ from typing import Any
 
 from ..core.assessment import Assessment
 from ..core.clamp import clamp_scale_down
-from ..core.cluster import WORKLOAD_RESOURCES, ClusterView
+from ..core.cluster import (
+    APPS_WORKLOAD_RESOURCES,
+    WORKLOAD_RESOURCES,
+    ClusterView,
+    workload_kind,
+)
 from ..core.decision import decide_scale
 from ..core.deletion_cost import (
     DELETION_COST_ANNOTATION,
@@ -144,6 +149,13 @@ def _is(request: AdmissionRequest, resource: str, sub_resource: str = "") -> boo
             and (request.get("subResource") or "") == sub_resource)
 
 
+def _workload_kind(request: AdmissionRequest,
+                   kinds: Mapping[tuple[str, str], str] = WORKLOAD_RESOURCES) -> str | None:
+    """The workload kind the request's resource (API group and plural) names, or None."""
+    resource = request.get("resource") or {}
+    return workload_kind(resource.get("group"), resource.get("resource"), kinds)
+
+
 # --- pods CREATE ---------------------------------------------------------------------
 
 
@@ -225,8 +237,7 @@ def review_binding(request: AdmissionRequest, ctx: Context) -> Decision:
 
 def review_scale(request: AdmissionRequest, ctx: Context) -> Decision:
     """Predict the victims of a scale-down and allow, warn or deny per the policy."""
-    resource = (request.get("resource") or {}).get("resource")
-    kind = WORKLOAD_RESOURCES.get(resource or "")
+    kind = _workload_kind(request)
     sub = request.get("subResource") or ""
     if kind is None or request.get("operation") != "UPDATE" or sub not in ("", "scale"):
         return Decision(allow(request), Outcome.IGNORED)
@@ -275,8 +286,7 @@ def review_scale_clamp(request: Mapping[str, Any], ctx: Context) -> Decision:
     the clamped count. Anything this cannot decide (a stale cache, an unknown workload,
     a workload another controller sizes) passes unchanged too.
     """
-    resource = (request.get("resource") or {}).get("resource")
-    kind = WORKLOAD_RESOURCES.get(resource or "")
+    kind = _workload_kind(request)
     sub = request.get("subResource") or ""
     rules = ctx.policy.scale_down
     username = (request.get("userInfo") or {}).get("username")
@@ -399,8 +409,10 @@ def _warnings(texts: Any) -> list[str]:
 
 def review_workload(request: AdmissionRequest, ctx: Context) -> Decision:
     """Deny a workload whose pod template carries a cost the API server would reject."""
-    resource = (request.get("resource") or {}).get("resource")
-    if (resource not in WORKLOAD_RESOURCES or request.get("subResource")
+    # The apps/v1 kinds only: the API server validates the pod templates of its own kinds,
+    # and a custom resource's template is checked when its controller creates the pods.
+    kind = _workload_kind(request, APPS_WORKLOAD_RESOURCES)
+    if (kind is None or request.get("subResource")
             or request.get("operation") not in ("CREATE", "UPDATE")):
         return Decision(allow(request), Outcome.IGNORED)
     workload = _object(request, "workload")
@@ -416,7 +428,6 @@ def review_workload(request: AdmissionRequest, ctx: Context) -> Decision:
     try:
         check_deletion_cost(annotations, "spec.template.annotations")  # as the API server names it
     except InvalidDeletionCost as err:
-        kind = WORKLOAD_RESOURCES[resource]
         name = (workload.get("metadata") or {}).get("name") or request.get("name") or ""
         return Decision(deny(request, 422, "Invalid",
                              f"{kind}.apps {go_quote(name)} is invalid: {_cost_error(err)}"),

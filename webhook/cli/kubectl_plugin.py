@@ -4,7 +4,7 @@ kubectl runs any `kubectl-NAME` executable on the PATH as `kubectl NAME`. This o
 kubectl's conventions and hands the work to the `python -m webhook` commands:
 
     kubectl poolguard plan deploy/NAME --replicas 3 [-n NS] [--context C] [--kubeconfig F]
-    kubectl poolguard plan deploy/A sts/B --replicas-delta -1
+    kubectl poolguard plan deploy/A sts/B lws/C ro/D --replicas-delta -1
     kubectl poolguard plan deploy A B --replicas 2
     kubectl poolguard policy check FILE
 
@@ -41,6 +41,10 @@ KINDS = {name: short for short, names in {
     "deploy": ("deploy", "deployment", "deployments", "deployment.apps", "deployments.apps"),
     "rs": ("rs", "replicaset", "replicasets", "replicaset.apps", "replicasets.apps"),
     "sts": ("sts", "statefulset", "statefulsets", "statefulset.apps", "statefulsets.apps"),
+    "lws": ("lws", "leaderworkerset", "leaderworkersets",
+            "leaderworkerset.leaderworkerset.x-k8s.io",
+            "leaderworkersets.leaderworkerset.x-k8s.io"),
+    "ro": ("ro", "rollout", "rollouts", "rollout.argoproj.io", "rollouts.argoproj.io"),
 }.items() for name in names}
 
 
@@ -60,8 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
         "conventions. Flags not listed here go to plan as they are (see `python -m webhook "
         "plan --help`); exit codes are plan's.")
     plan.add_argument("workload", nargs="+", metavar="TYPE/NAME",
-                      help="deploy/NAME, rs/NAME or sts/NAME, one or more (or TYPE NAME "
-                      "[NAME...], as kubectl takes)")
+                      help="deploy/NAME, rs/NAME, sts/NAME, lws/NAME or ro/NAME, one or "
+                      "more (or TYPE NAME [NAME...], as kubectl takes)")
     plan.add_argument("-n", "--namespace", metavar="NS",
                       help="the workload's namespace (default: the context's, else default)")
     plan.add_argument("--context", metavar="NAME", help="kubeconfig context (default: current)")
@@ -140,7 +144,8 @@ def workload_of(kind: str, name: str) -> tuple[str, str]:
     short = KINDS.get(kind.lower())
     if short is None or not name or "/" in name:
         raise PluginError(f"workload {f'{kind}/{name}'!r}: TYPE must be a deployment, "
-                          "replicaset or statefulset (deploy, rs, sts), followed by a name")
+                          "replicaset, statefulset, leaderworkerset or rollout (deploy, rs, "
+                          "sts, lws, ro), followed by a name")
     return short, name
 
 

@@ -58,7 +58,8 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
         description="Predict which pods Kubernetes deletes when a workload is scaled to "
         "--replicas, and judge them against the pool policy with the webhook's own decision. "
         "The cluster is read once from the Kubernetes API (namespaces, nodes, deployments, "
-        "replicasets, statefulsets, pods), or from a saved --state file. "
+        "replicasets, statefulsets, pods, and leaderworkersets and rollouts where their "
+        "CRDs are installed), or from a saved --state file. "
         f"Exit codes: 0 done (whatever the verdict, without --fail-on-deny); {EXIT_USAGE} "
         "unusable input or an unreachable API server; "
         f"{EXIT_DENIED} --fail-on-deny and the verdict (or one of --all-workloads) denies.",
@@ -72,13 +73,14 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
                         "YAML that --state accepts")
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--workload", metavar="KIND/NAMESPACE/NAME", action="append",
-                       help="deployment|replicaset|statefulset (or deploy|rs|sts)/NS/NAME; "
+                       help="deployment|replicaset|statefulset|leaderworkerset|rollout (or "
+                       "deploy|rs|sts|lws|ro)/NS/NAME; "
                        "repeat it for several workloads (printed one after the other; "
                        "json: a list)")
     which.add_argument("--all-workloads", action="store_true",
-                       help="every Deployment, StatefulSet and ReplicaSet without an owner: an "
-                       "audit of which scale-downs the policy would deny (use with "
-                       "--replicas-delta)")
+                       help="every Deployment, StatefulSet, LeaderWorkerSet, Rollout and "
+                       "ReplicaSet without an owner: an audit of which scale-downs the policy "
+                       "would deny (use with --replicas-delta)")
     count = parser.add_mutually_exclusive_group(required=True)
     count.add_argument("--replicas", metavar="N", type=number(int, 0, what="replicas"),
                        help="the target replica count")

@@ -15,14 +15,16 @@ from typing import Any
 from ..core.active_pods_with_ranks import RankedPod, TieGroup, deciding_rule
 from ..core.assessment import Assessment
 from ..core.clamp import clamp_scale_down
-from ..core.cluster import ClusterView, Snapshot, canonical_kind
+from ..core.cluster import KIND_NAMES, KIND_SHORT_NAMES, ClusterView, Snapshot, canonical_kind
 from ..core.decision import preview_scale
-from ..core.kube import controller_ref, name_of, namespace_of, replicas_of
+from ..core.kube import controller_ref, labels_of, name_of, namespace_of, replicas_of
 from ..core.owner_sizing import sizing_owner
 from ..core.policy import Policy, policy_for
 from ..core.verdict import placement
 from ..errors import InputError
 
+# The label the LeaderWorkerSet controller puts on every object of a set.
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 VICTIM, POSSIBLE_VICTIM, BLOCKED, SURVIVES = "victim", "possible-victim", "blocked", "survives"
 
 
@@ -38,8 +40,8 @@ def parse_workload_ref(text: str) -> tuple[str, str, str]:
                         "for example deployment/ml/llm-serve")
     kind = canonical_kind(parts[0])
     if kind is None:
-        raise PlanError(f"--workload {text!r}: unknown kind {parts[0]!r} (use deployment, "
-                        "replicaset or statefulset, or deploy, rs, sts)")
+        raise PlanError(f"--workload {text!r}: unknown kind {parts[0]!r} (use {KIND_NAMES}, "
+                        f"or {KIND_SHORT_NAMES})")
     return kind, parts[1], parts[2]
 
 
@@ -78,7 +80,8 @@ def _describe(view: ClusterView) -> str:
     """The cluster state, in words that say when it holds no workloads at all."""
     workloads = getattr(view, "workloads", None)
     if workloads is not None and not workloads():
-        return "the cluster state, which holds no Deployments, ReplicaSets or StatefulSets"
+        return ("the cluster state, which holds no Deployments, ReplicaSets, StatefulSets, "
+                "LeaderWorkerSets or Rollouts")
     return "the cluster state"
 
 
@@ -99,7 +102,13 @@ def build_plan(view: ClusterView, policy: Policy, workload_ref: str, replicas: i
     workload = find_workload(view, workload_ref)
     judged = policy_for(policy, as_user)
     # The webhook's own decision, with the victims shown even out of scope.
-    preview = preview_scale(view, judged, workload, replicas, now_ns)
+    try:
+        preview = preview_scale(view, judged, workload, replicas, now_ns)
+    except InputError:
+        raise
+    except ValueError as err:  # a kind the core cannot predict
+        raise PlanError(f"{workload.get('kind')} {namespace_of(workload)}/"
+                        f"{name_of(workload)}: {err}") from None
     document = plan_document(view, judged, preview.assessment, now_ns, preview.out_of_scope)
     document["requester"], document["clampedTo"], document["requesterNote"] = as_user, None, None
     if as_user is not None and replicas < replicas_of(workload):
@@ -244,15 +253,17 @@ def _why_possible(tie_groups: list[TieGroup], victims: list[RankedPod]) -> dict[
 
 def audit_workloads(view: Snapshot, policy: Policy, delta: int | None, replicas: int | None,
                     now_ns: int | None, as_user: str | None = None) -> list[dict[str, Any]]:
-    """A plan for every workload a person scales (Deployments, StatefulSets, bare ReplicaSets).
+    """A plan for every workload a person scales (Deployments, StatefulSets,
+    LeaderWorkerSets, Rollouts, bare ReplicaSets).
 
-    ReplicaSets a Deployment owns are left out: their Deployment is planned instead.
-    A workload already at 0 has no scale-down to check and is left out too.
+    ReplicaSets an owner sizes (a Deployment, a Rollout) are left out, and so are the
+    StatefulSets of a LeaderWorkerSet: their owner is planned instead. A workload already
+    at 0 has no scale-down to check and is left out too.
     """
     documents = []
     for workload in sorted(view.workloads(), key=lambda w: (namespace_of(w), w.get("kind") or "",
                                                             name_of(w))):
-        if workload.get("kind") == "ReplicaSet" and controller_ref(workload) is not None:
+        if _sized_by_planned_owner(workload):
             continue
         current = replicas_of(workload)
         target = replicas if replicas is not None else max(current + (delta or 0), 0)
@@ -261,6 +272,18 @@ def audit_workloads(view: Snapshot, policy: Policy, delta: int | None, replicas:
         ref = f"{workload['kind']}/{namespace_of(workload)}/{name_of(workload)}"
         documents.append(build_plan(view, policy, ref, target, now_ns, as_user))
     return documents
+
+
+def _sized_by_planned_owner(workload: Mapping[str, Any]) -> bool:
+    """A ReplicaSet with an owner, or a StatefulSet a LeaderWorkerSet made (its leader
+    StatefulSet, or a group's worker StatefulSet, owned by the group's leader pod)."""
+    kind, ref = workload.get("kind"), controller_ref(workload)
+    if kind == "ReplicaSet":
+        return ref is not None
+    if kind != "StatefulSet" or ref is None:
+        return False
+    return ref.get("kind") == "LeaderWorkerSet" or (
+        ref.get("kind") == "Pod" and LWS_NAME_LABEL in labels_of(workload))
 
 
 def render_audit(documents: list[Mapping[str, Any]], source: str) -> str:

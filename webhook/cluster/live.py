@@ -36,12 +36,14 @@ from kubernetes import client
 
 from ..core.cluster import (
     DEPLOYMENTS,
+    LEADERWORKERSETS,
     NAMESPACES,
     NODES,
     PODS,
     REPLICASETS,
     RESOURCE_OF_KIND,
     RESOURCES,
+    ROLLOUTS,
     STATEFULSETS,
     IndexedClusterView,
     LabelIndex,
@@ -49,7 +51,7 @@ from ..core.cluster import (
 )
 from ..core.kube import labels_of, name_of, namespace_of
 from ..core.podfacts import PodFacts
-from ..errors import GoneError
+from ..errors import GoneError, NotFoundError
 from .compact import compact
 from .kubeclient import (
     LIST_TIMEOUT,
@@ -78,16 +80,31 @@ EventCallback = Callable[[str, str, Obj, Obj | None], None]
 
 
 ALL_RESOURCES = RESOURCES
-# The order a saved state lists kinds in (the example state file's order).
-SNAPSHOT_RESOURCES = (NAMESPACES, NODES, DEPLOYMENTS, REPLICASETS, STATEFULSETS, PODS)
+# The order a saved state lists kinds in (the example state file's order), then the
+# custom resources, when their CRDs are installed.
+SNAPSHOT_RESOURCES = (NAMESPACES, NODES, DEPLOYMENTS, REPLICASETS, STATEFULSETS, PODS,
+                      LEADERWORKERSETS, ROLLOUTS)
+# How often a cache asks again for a custom resource the API server did not serve (its CRD
+# not installed, or not readable). A list that answers 404 costs the API server next to
+# nothing, and needs no permission beyond the list itself (watching
+# customresourcedefinitions would need one): a CRD installed later is in the cache within
+# this time.
+ABSENT_RECHECK_SECONDS = 60.0
 
 
 class LiveCluster(IndexedClusterView):
-    """A ClusterView over watch-fed caches of `resources` (all six by default)."""
+    """A ClusterView over watch-fed caches of `resources` (every kind poolguard reads by
+    default).
+
+    A custom resource (`Resource.optional`) the API server does not serve (404: its CRD
+    is not installed; 403: the role does not grant it) is absent: synced and empty, never
+    stale, logged once, asked for again every `absent_recheck` seconds.
+    """
 
     def __init__(self, api: client.ApiClient, resources: Iterable[Resource] = ALL_RESOURCES,
                  *, watch_timeout: int = 300, backoff_initial: float = 0.5,
-                 backoff_max: float = 30.0) -> None:
+                 backoff_max: float = 30.0,
+                 absent_recheck: float = ABSENT_RECHECK_SECONDS) -> None:
         self._api = api
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -99,7 +116,8 @@ class LiveCluster(IndexedClusterView):
         self._events_since_freeze = 0
         self._frozen = False
         self._reflectors = {r.name: _Reflector(self, api, r, watch_timeout, backoff_initial,
-                                               backoff_max) for r in resources}
+                                               backoff_max, absent_recheck)
+                            for r in resources}
         for name in self._reflectors:
             self._store[name] = {}
 
@@ -144,8 +162,11 @@ class LiveCluster(IndexedClusterView):
 
     def staleness_seconds(self) -> float:
         """Seconds since the least recently heard-from resource last heard from the API
-        (an event, a bookmark, an opened watch or a (re)list); inf before the first list."""
-        heard = [r.last_heard for r in self._reflectors.values()]
+        (an event, a bookmark, an opened watch or a (re)list); inf before the first list.
+
+        An absent custom resource has nothing to go stale and is not counted.
+        """
+        heard = [r.last_heard for r in self._reflectors.values() if r.absent is None]
         known = [h for h in heard if h is not None]
         if not known or len(known) < len(heard):
             return math.inf
@@ -315,10 +336,14 @@ class _Reflector:
     """List, then watch one resource, forever; never raises out of its thread."""
 
     def __init__(self, cluster: LiveCluster, api: client.ApiClient, resource: Resource,
-                 watch_timeout: int, backoff_initial: float, backoff_max: float) -> None:
+                 watch_timeout: int, backoff_initial: float, backoff_max: float,
+                 absent_recheck: float = ABSENT_RECHECK_SECONDS) -> None:
         self.cluster, self.api, self.resource = cluster, api, resource
         self.watch_timeout = watch_timeout
         self.backoff_initial, self.backoff_max = backoff_initial, backoff_max
+        self.absent_recheck = absent_recheck
+        # Why an optional resource is not served ("not installed", "not permitted"), or None.
+        self.absent: str | None = None
         self.synced = threading.Event()
         self.last_heard: float | None = None
         self.rv: str | None = None
@@ -349,7 +374,7 @@ class _Reflector:
         heard = self.last_heard
         return {"synced": self.synced.is_set(), "resourceVersion": self.rv,
                 "objects": objects, "lists": self.lists, "errors": self.errors,
-                "lastError": self.last_error,
+                "lastError": self.last_error, "absent": self.absent,
                 "lastHeardSecondsAgo": None if heard is None
                 else round(time.monotonic() - heard, 3)}
 
@@ -358,7 +383,9 @@ class _Reflector:
         while not self._stop.is_set():
             try:
                 if self.rv is None:
-                    self._list()
+                    if not self._list():  # an optional resource the server does not serve
+                        self._stop.wait(self.absent_recheck * random.uniform(1.0, 1.2))
+                        continue
                     delay = self.backoff_initial
                 if self._watch():
                     delay = self.backoff_initial
@@ -375,6 +402,9 @@ class _Reflector:
             except Exception as err:  # the thread must survive anything
                 if self._stop.is_set():
                     break
+                if _not_served(self.resource, err):  # its CRD went away while watched
+                    self.rv = None
+                    continue
                 self.errors += 1
                 self.last_error = describe_error(err)
                 log.warning("%s: %s; retrying in %.1fs", self.resource.name, self.last_error,
@@ -385,11 +415,39 @@ class _Reflector:
     def _heard(self) -> None:
         self.last_heard = time.monotonic()
 
-    def _list(self) -> None:
+    def _list(self) -> bool:
+        """List the resource into the cache; False when it is an optional resource the
+        API server does not serve (then the cache holds none of it)."""
         listing = PagedList(self.api, self.resource)
-        self.cluster._relist(self.resource, listing.pages())
+        try:
+            self.cluster._relist(self.resource, listing.pages())
+        except ApiError as err:
+            if not _not_served(self.resource, err):
+                raise
+            self._absent(err)
+            return False
+        if self.absent is not None:
+            log.info("%s: now served by the API server; watching it", self.resource.name)
+            self.absent = None
         self.rv = listing.resource_version
         self.lists += 1
+        self._listed()
+        return True
+
+    def _absent(self, err: ApiError) -> None:
+        """The resource is not served: hold none of it (a CRD deleted since the last list
+        takes its objects with it), count as synced, say so once."""
+        reason = "not installed" if isinstance(err, NotFoundError) else "not permitted"
+        self.cluster._relist(self.resource, ())
+        if self.absent != reason:
+            log.info("%s (%s): %s (%s); going on without it and asking again every %.0fs",
+                     self.resource.name, self.resource.api_version, reason, err,
+                     self.absent_recheck)
+        self.absent = reason
+        self.rv = None
+        self._listed()
+
+    def _listed(self) -> None:
         self._heard()
         self.synced.set()
         if self.cluster.synced:  # everything listed: the cache is the bulk of memory now
@@ -427,6 +485,12 @@ class _Reflector:
             return
         self.rv = _rv(obj) or self.rv
         self._heard()
+
+
+def _not_served(resource: Resource, err: BaseException) -> bool:
+    """An optional resource's 404 (its CRD is not installed) or 403 (not granted to us)."""
+    return (resource.optional and isinstance(err, ApiError)
+            and getattr(err, "status", None) in (403, 404))
 
 
 def _close_response(response: Any) -> None:
@@ -501,10 +565,19 @@ def list_objects(api: client.ApiClient, resource: Resource) -> tuple[list[Obj], 
 
 def read_snapshot(api: client.ApiClient,
                   resources: Iterable[Resource] = SNAPSHOT_RESOURCES) -> ListedSnapshot:
-    """List every resource once: a Snapshot of the live cluster (for `plan`)."""
+    """List every resource once: a Snapshot of the live cluster (for `plan`).
+
+    A custom resource the API server does not serve (its CRD not installed, or not
+    readable with these credentials) is left out, as a cluster without any.
+    """
     snapshot = ListedSnapshot()
     for resource in resources:
-        items, _ = list_objects(api, resource)
+        try:
+            items, _ = list_objects(api, resource)
+        except ApiError as err:
+            if not _not_served(resource, err):
+                raise
+            continue  # a custom resource whose CRD is not installed: the cluster has none
         for item in items:
             snapshot.add(item)
     return snapshot

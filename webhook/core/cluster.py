@@ -24,6 +24,14 @@ class Resource:
     kind: str
     api_version: str
     namespaced: bool
+    # A custom resource whose CRD may not be installed: its absence is normal (the cache
+    # and `plan` read it when the API server serves it, and go on without it otherwise).
+    optional: bool = False
+
+    @property
+    def group(self) -> str:
+        """The API group ("" for the core group, e.g. "apps")."""
+        return self.api_version.rpartition("/")[0]
 
     @property
     def path(self) -> str:
@@ -38,21 +46,66 @@ NAMESPACES = Resource("namespaces", "Namespace", "v1", False)
 REPLICASETS = Resource("replicasets", "ReplicaSet", "apps/v1", True)
 DEPLOYMENTS = Resource("deployments", "Deployment", "apps/v1", True)
 STATEFULSETS = Resource("statefulsets", "StatefulSet", "apps/v1", True)
-RESOURCES = (PODS, NODES, NAMESPACES, REPLICASETS, DEPLOYMENTS, STATEFULSETS)
-# The apps/v1 workloads whose scale-downs poolguard predicts, by resource (URL plural).
-WORKLOAD_RESOURCES = {r.name: r.kind for r in (DEPLOYMENTS, REPLICASETS, STATEFULSETS)}
+# sigs.k8s.io/lws: one replica is a group of pods (a leader and its workers).
+LEADERWORKERSETS = Resource("leaderworkersets", "LeaderWorkerSet",
+                            "leaderworkerset.x-k8s.io/v1", True, optional=True)
+# github.com/argoproj/argo-rollouts: a Deployment-like workload that sizes its ReplicaSets.
+ROLLOUTS = Resource("rollouts", "Rollout", "argoproj.io/v1alpha1", True, optional=True)
+RESOURCES = (PODS, NODES, NAMESPACES, REPLICASETS, DEPLOYMENTS, STATEFULSETS,
+             LEADERWORKERSETS, ROLLOUTS)
+# The workloads whose scale-downs poolguard predicts: the apps/v1 kinds, whose templates
+# the API server validates, and the two custom resources with a /scale subresource.
+APPS_WORKLOADS = (DEPLOYMENTS, REPLICASETS, STATEFULSETS)
+WORKLOADS = (*APPS_WORKLOADS, LEADERWORKERSETS, ROLLOUTS)
+# By (API group, resource): another group's "rollouts" is not an Argo Rollout.
+WORKLOAD_RESOURCES = {(r.group, r.name): r.kind for r in WORKLOADS}
+APPS_WORKLOAD_RESOURCES = {(r.group, r.name): r.kind for r in APPS_WORKLOADS}
 WORKLOAD_KINDS = tuple(WORKLOAD_RESOURCES.values())
-RESOURCE_OF_KIND = {kind: resource for resource, kind in WORKLOAD_RESOURCES.items()}
+RESOURCE_OF_KIND = {r.kind: r.name for r in WORKLOADS}
+_WORKLOAD_OF_KIND = {r.kind: r for r in WORKLOADS}
 KIND_ALIASES = {
     "deployment": "Deployment", "deployments": "Deployment", "deploy": "Deployment",
     "replicaset": "ReplicaSet", "replicasets": "ReplicaSet", "rs": "ReplicaSet",
     "statefulset": "StatefulSet", "statefulsets": "StatefulSet", "sts": "StatefulSet",
+    "leaderworkerset": "LeaderWorkerSet", "leaderworkersets": "LeaderWorkerSet",
+    "lws": "LeaderWorkerSet",
+    "rollout": "Rollout", "rollouts": "Rollout", "ro": "Rollout",
 }
+# The accepted spellings, for messages and --help: long names, then the short ones.
+KIND_NAMES = "deployment, replicaset, statefulset, leaderworkerset or rollout"
+KIND_SHORT_NAMES = "deploy, rs, sts, lws, ro"
+
+
+def is_workload_object(obj: Mapping[str, Any]) -> bool:
+    """Whether `obj` is one of the workloads poolguard reads, by kind and, for the custom
+    resources, API group: another group's `Rollout` is not an Argo Rollout. (The apps/v1
+    kinds are taken by kind alone, whatever apiVersion a state file gives them.)"""
+    resource = _WORKLOAD_OF_KIND.get(obj.get("kind") or "")
+    if resource is None:
+        return False
+    api_version = obj.get("apiVersion")
+    return (not resource.optional or not isinstance(api_version, str)
+            or api_version.rpartition("/")[0] == resource.group)
 
 
 def canonical_kind(kind: str) -> str | None:
-    """`Deployment`, `ReplicaSet` or `StatefulSet` for any accepted spelling, else None."""
+    """The workload kind (e.g. `Deployment`, `LeaderWorkerSet`) for any accepted
+    spelling, else None."""
     return KIND_ALIASES.get(kind.lower())
+
+
+def workload_kind(group: str | None, resource: str | None,
+                  kinds: Mapping[tuple[str, str], str] = WORKLOAD_RESOURCES) -> str | None:
+    """The workload kind an admission request's `resource` (group and plural) names.
+
+    The API server always sends the group; a request without one is read as the apps/v1
+    resource of that name, as it always was (never as a custom resource).
+    """
+    if not isinstance(resource, str):
+        return None
+    if group is None:
+        group = "apps"
+    return kinds.get((group, resource))
 
 
 class ClusterView(Protocol):
@@ -278,7 +331,7 @@ class Snapshot(IndexedClusterView):
             self._namespaces[name_of(obj)] = labels_of(obj)
         if kind == "ReplicaSet":
             self._replicasets[namespace_of(obj)].append(obj)
-        if kind in WORKLOAD_KINDS:
+        if kind in WORKLOAD_KINDS and is_workload_object(obj):
             self._workloads[(kind, namespace_of(obj), name_of(obj))] = obj
 
     def pods(self, namespace: str) -> Sequence[Mapping[str, Any]]:
