@@ -58,7 +58,7 @@ class LwsState:
         self.unavailable = rng.choice([1, 1, 2])
         self.startup = rng.choice(["LeaderCreated", "LeaderCreated", "LeaderReady"])
         self.revisions = rng.choice([1, 1, 2])
-        self.unhealthy = rng.choice([0.0, 0.1, 0.3])  # chance of a pod not Running and Ready
+        self.unhealthy = rng.choice([0.0, 0.1, 0.3, 0.5])  # chance of a pod not Running and Ready
         self.description = (f"LWS replicas={self.replicas} size={self.size} "
                             f"surge={self.surge} unavail={self.unavailable} {self.startup} "
                             f"revisions={self.revisions} unhealthy={self.unhealthy}")
@@ -171,6 +171,7 @@ class LwsState:
         self.description += f" -> {target} by {how}"
         saved = self.out / f"seed-{self.seed}.state.yaml"
         document = plan_json(self.env, f"lws/{self.ns}/w", target, "--save-state", str(saved))
+        planned = time.monotonic()
         before = active_pods(self.env, self.ns)
         if how == "scale":
             done = self.env.kubectl("-n", self.ns, "scale", "leaderworkerset/w",
@@ -181,9 +182,11 @@ class LwsState:
                                     json.dumps({"spec": {"replicas": target}}))
         assert done.code == 0, str(done)
         self.settle()
-        self.description += (f" [build {built - started:.0f}s, "
-                             f"scale {time.monotonic() - built:.0f}s]")
         deleted = set(before) - set(active_pods(self.env, self.ns))
+        self.description += (
+            f" victims={len(document['victims'])} blocked={len(document.get('blocked') or [])}"
+            f" deleted={len(deleted)} [build {built - started:.0f}s, plan "
+            f"{planned - built:.1f}s, scale {time.monotonic() - planned:.0f}s]")
         verdict = compare(document, deleted, owners_of(before))
         problems = list(verdict.problems)
         blocked = {b["name"] for b in document.get("blocked") or []}
