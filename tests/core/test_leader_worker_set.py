@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +20,10 @@ from tests.support import lws_factories as lf
 from webhook.core.assessment import assess_scale
 from webhook.core.clamp import clamp_scale_down
 from webhook.core.cluster import Snapshot
+from webhook.core.decision import out_of_scope_reason
 from webhook.core.kube import parse_time_ns
+from webhook.core.leader_worker_set import rolling_update_replicas
+from webhook.core.mutation import SKIP_LABEL
 from webhook.core.policy import parse_policy
 from webhook.core.prediction import predict_scale
 
@@ -118,6 +122,42 @@ def test_a_worker_statefulset_not_ready_makes_its_group_unready():
     prediction = predict_scale(view_of(objects), lws, 2, NOW)
     assert names(prediction.blocked and [b.pod for b in prediction.blocked]) == [
         "llm-2", "llm-2-1"]
+
+
+@pytest.mark.parametrize(("replicas", "surge", "unavailable", "unready", "expected"), [
+    # TestCalculateRollingUpdateReplicas in leaderworkerset_controller_test.go
+    (1, 1, 0, 1, 2), (4, 2, 1, 2, 5), (2, 2, 1, 2, 3), (1, 1, 0, 0, 1), (1, 1, 1, 1, 1),
+    (3, 0, 0, 1, 3),
+])
+def test_rolling_update_replicas_as_upstream_tests_it(replicas, surge, unavailable, unready,
+                                                      expected):
+    assert rolling_update_replicas(replicas, surge, unavailable, unready) == expected
+
+
+def test_a_scale_down_during_a_rolling_update_keeps_the_surge_over_old_groups():
+    # LWS 3 groups, surge 1 during an update: the leader StatefulSet holds 4 groups,
+    # groups 0 and 1 still of the old revision. To 2: both are not updated (2 > maxSurge),
+    # so the controller keeps 2 + 1 groups: group 3 goes, group 2 waits.
+    lws = lf.leader_worker_set("llm", replicas=3, size=2, max_surge=1)
+    sts = lf.leader_statefulset(lws, replicas=4, partition=2)
+    objects = [lws, sts, *lf.group(lws, sts, 0, [HYB, HYB], revision="old"),
+               *lf.group(lws, sts, 1, [HYB, HYB], revision="old"),
+               *lf.group(lws, sts, 2, [INF, INF]), *lf.group(lws, sts, 3, [HYB, HYB])]
+    prediction = predict_scale(view_of(objects), lws, 2, NOW)
+    assert names(prediction.victims) == ["llm-3", "llm-3-1"]
+    assert names([b.pod for b in prediction.blocked]) == ["llm-2", "llm-2-1"]
+    # once updated and ready, the groups above the target all go
+    objects = [lws, sts, *lf.group(lws, sts, 0, [HYB, HYB]), *lf.group(lws, sts, 1, [HYB, HYB]),
+               *lf.group(lws, sts, 2, [INF, INF]), *lf.group(lws, sts, 3, [HYB, HYB])]
+    prediction = predict_scale(view_of(objects), lws, 2, NOW)
+    assert names(prediction.victims) == ["llm-3", "llm-3-1", "llm-2", "llm-2-1"]
+
+
+def test_a_scale_up_removes_nothing():
+    lws, objects = lf.lws_state([[INF, HYB], [HYB, HYB]])
+    prediction = predict_scale(view_of(objects), lws, 5, NOW)
+    assert prediction.victims == [] and prediction.blocked == []
+    assert {g.fate for g in prediction.groups} == {"survives"}
 
 
 def test_a_missing_replicas_annotation_stops_the_controller_during_an_update():
@@ -224,6 +264,17 @@ def test_the_clamp_lowers_an_autoscaler_to_whole_safe_groups():
     assert clamp.holds
 
 
+def test_the_pod_selector_and_the_skip_label_read_the_worker_template():
+    lws = lf.leader_worker_set("llm")
+    selective = parse_policy({"pools": [{"name": "inference", "deletionCost": 1000,
+                                         "protected": True},
+                                        {"name": "hybrid", "deletionCost": -100}],
+                              "podSelector": {"matchLabels": {"app": "llm"}}})
+    assert out_of_scope_reason(selective, {}, lws) is None
+    lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"][SKIP_LABEL] = "true"
+    assert "pod template of LeaderWorkerSet ml/llm" in out_of_scope_reason(selective, {}, lws)
+
+
 # --- properties ---------------------------------------------------------------------------
 
 layouts = st.integers(1, 4).flatmap(
@@ -246,3 +297,24 @@ def test_victims_are_exactly_the_pods_of_the_groups_at_or_above_the_target(layou
     assert safe == (max(protected_groups) + 1 if protected_groups else 0)
     judged = assess_scale(view_of(objects), POLICY, lws, safe, NOW).prediction
     assert all(p.node_name != INF for p in judged.victims)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ready=st.lists(st.booleans(), min_size=1, max_size=6), data=st.data())
+def test_with_a_surge_victims_and_blocked_are_the_groups_above_the_target(ready, data):
+    surge = data.draw(st.sampled_from([0, 1, 2, "50%", "100%"]))
+    unavailable = data.draw(st.sampled_from([0, 1, "25%"]))
+    to = data.draw(st.integers(0, len(ready)))
+    lws = lf.leader_worker_set("llm", replicas=len(ready), size=2, max_surge=surge,
+                               max_unavailable=unavailable)
+    sts = lf.leader_statefulset(lws)
+    objects = [lws, sts]
+    for index, is_ready in enumerate(ready):
+        objects += lf.group(lws, sts, index, [HYB, INF], ready=is_ready)
+    prediction = predict_scale(view_of(objects), lws, to, NOW)
+    going = [f"llm-{g}" + w for g in reversed(range(to, len(ready))) for w in ("", "-1")]
+    assert names(prediction.victims) + names([b.pod for b in prediction.blocked]) == going
+    kept = {g.index for g in prediction.groups if g.fate == "blocked"}
+    assert kept == set(range(to, to + len(kept)))  # the lowest groups above the target wait
+    if all(ready[:to]):
+        assert not kept

@@ -61,7 +61,8 @@ def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[
     """The lowest replica count whose scale-down removes no protected-pool pod now.
 
     Whatever the requested count: 0 when no pod runs on a protected pool, the number of
-    active pods when even one deletion could take a protected pod. None with `quick`
+    active pods when even one deletion could take a protected pod (for a LeaderWorkerSet,
+    counted in groups). None with `quick`
     when finding it would take re-predictions.
     """
     if protected is None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from .active_pods_with_ranks import RankedPod, ranked_pod
@@ -48,6 +49,7 @@ REVISION_LABEL = "leaderworkerset.sigs.k8s.io/template-revision-hash"
 REPLICAS_ANNOTATION = "leaderworkerset.sigs.k8s.io/replicas"
 
 VICTIM, BLOCKED, SURVIVES = "victim", "blocked", "survives"
+_FIRST = itemgetter(0)
 
 
 @dataclass
@@ -83,19 +85,20 @@ def scale_groups(view: ClusterView, lws: Mapping[str, Any], to_replicas: int) ->
     everyone = set_pods(view, namespace, name)
     groups = _groups(everyone, name)
     notes: list[str] = []
-    if leader_sts is None:
+    kept, wait = to_replicas, None
+    if leader_sts is not None:
+        kept, wait = _kept_by_controller(view, lws, leader_sts, to_replicas, everyone, notes)
+    elif groups:  # a new LeaderWorkerSet has neither
         notes.append(f"leader StatefulSet {name} is not in the view: the groups at index "
                      f"{to_replicas} and above are taken to go at once")
-        kept, wait = to_replicas, None
-    else:
-        kept, wait = _kept_by_controller(view, lws, leader_sts, to_replicas, everyone, notes)
     for group in groups.values():
         group.fate = (SURVIVES if group.index < to_replicas
                       else BLOCKED if group.index < kept else VICTIM)
     ordered = [groups[index] for index in sorted(groups, reverse=True)]
-    if any(group.fate == BLOCKED for group in ordered) and wait is not None:
-        notes.append(f"the LeaderWorkerSet controller keeps group{_s(kept - to_replicas)} "
-                     f"{_span(to_replicas, kept)} for now: {wait.reason}")
+    blocked = sorted(group.index for group in ordered if group.fate == BLOCKED)
+    if blocked and wait is not None:
+        notes.append(f"the LeaderWorkerSet controller keeps group{_s(len(blocked))} "
+                     f"{', '.join(map(str, blocked))} for now: {wait.reason}")
     return LwsScale(ordered, kept, group_size(lws), wait if kept > to_replicas else None, notes)
 
 
@@ -108,10 +111,9 @@ def set_pods(view: ClusterView, namespace: str, name: str) -> list[PodFacts]:
 def _groups(everyone: Sequence[PodFacts], name: str) -> dict[int, LwsGroup]:
     """The active pods of `name`'s groups, by group index (the leader's ordinal)."""
     groups: dict[int, LwsGroup] = {}
+    workers: dict[int, list[tuple[int, RankedPod]]] = {}
     for facts in everyone:
-        if not facts.active:
-            continue
-        where = group_position(facts, name)
+        where = group_position(facts, name) if facts.active else None
         if where is None:
             continue
         index, worker = where
@@ -119,9 +121,9 @@ def _groups(everyone: Sequence[PodFacts], name: str) -> dict[int, LwsGroup]:
         if worker == 0:
             group.leader = ranked_pod(facts, 0)
         else:
-            group.workers.append(ranked_pod(facts, 0))
-    for group in groups.values():
-        group.workers.sort(key=lambda pod: _ordinal(pod.name)[1])
+            workers.setdefault(index, []).append((worker, ranked_pod(facts, 0)))
+    for index, members in workers.items():
+        groups[index].workers = [pod for _, pod in sorted(members, key=_FIRST)]
     return groups
 
 
@@ -191,6 +193,8 @@ def _kept_by_controller(view: ClusterView, lws: Mapping[str, Any], leader_sts: M
                      "every sync during a rolling update and deletes nothing")
         return sts_replicas, Wait(name_of(leader_sts), f"the controller cannot read "
                                   f"{REPLICAS_ANNOTATION}")
+    if surge == 0:  # calculateRollingUpdateReplicas keeps no group without a surge
+        return to_replicas, None
     unready = unready_groups(view, lws, leader_sts, to_replicas, everyone)
     kept = rolling_update_replicas(to_replicas, surge, unavailable, len(unready))
     if kept <= to_replicas:
@@ -254,10 +258,6 @@ def _worker_set_ready(sts: Mapping[str, Any], index: int, revision: str) -> bool
 
 def _int(value: Any, default: int) -> int:
     return default if value is None or isinstance(value, bool) else int(value)
-
-
-def _span(low: int, high: int) -> str:
-    return str(low) if high - low == 1 else f"{low} to {high - 1}"
 
 
 def _s(count: int) -> str:
