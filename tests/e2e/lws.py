@@ -239,6 +239,14 @@ def wait_groups(env: Environment, namespace: str, name: str, replicas: int, size
     return pods
 
 
+def deleted_since(before: Mapping[str, Mapping[str, Any]],
+                  after: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The pods of `before` (name -> pod) gone from `after`, by uid: a leader the StatefulSet
+    controller replaced (a rolling update) has its old name again but was deleted."""
+    alive = {pod["metadata"]["uid"] for pod in after.values()}
+    return {name for name, pod in before.items() if pod["metadata"]["uid"] not in alive}
+
+
 def lws_replicas(env: Environment, namespace: str, name: str) -> int:
     lws = env.api_get(f"/apis/{API}/namespaces/{namespace}/leaderworkersets/{name}")
     return int(lws["spec"]["replicas"])

@@ -35,7 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from tests.e2e.controlplane import wait_for
 from tests.e2e.fake_kubelet import MANUAL_LABEL, STRATEGIC, pod_status
 from tests.e2e.harness import Environment, is_active, node_names
-from tests.e2e.lws import API, LwsController, leader_worker_set, lws_template
+from tests.e2e.lws import API, LwsController, deleted_since, leader_worker_set, lws_template
 from tests.e2e.workloads import active_pods, apply, bind, compare, owners_of, wait_settled
 from tests.e2e.workloads import plan as plan_json
 
@@ -182,7 +182,7 @@ class LwsState:
                                     json.dumps({"spec": {"replicas": target}}))
         assert done.code == 0, str(done)
         self.settle()
-        deleted = set(before) - set(active_pods(self.env, self.ns))
+        deleted = deleted_since(before, active_pods(self.env, self.ns))
         self.description += (
             f" victims={len(document['victims'])} blocked={len(document.get('blocked') or [])}"
             f" deleted={len(deleted)} [build {built - started:.0f}s, plan "

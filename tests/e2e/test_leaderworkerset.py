@@ -24,6 +24,7 @@ from tests.e2e.lws import (
     ACCOUNT,
     NAME_LABEL,
     LwsController,
+    deleted_since,
     group_and_worker,
     leader_worker_set,
     lws_replicas,
@@ -72,7 +73,7 @@ def scale_down_as_predicted(env: Environment, ns: str, name: str, size: int, tar
                           if p["metadata"]["labels"].get(NAME_LABEL) == name]) == target * size,
              timeout=120, interval=0.5)
     wait_settled(env, ns)
-    deleted = set(before) - set(active_pods(env, ns))
+    deleted = deleted_since(before, active_pods(env, ns))
     verdict = compare(document, deleted, owners_of(before))
     assert verdict.ok, f"{verdict.problems}\nplan: {json.dumps(document, indent=2)}"
     # whole groups, highest index first
