@@ -361,6 +361,8 @@ def test_bad_values_stop_rendering_naming_the_value(assignment: str, message: st
     ("webhooks.scale.matchConditions=none", "/webhooks/scale/matchConditions"),
     ("metrics.podMonitor.relabelings=drop", "/metrics/podMonitor/relabelings"),
     ("webhook.replica=3", "'replica'"),  # a misspelt key is unknown, not ignored
+    ("scaleCheck.kinds.rollouts=maybe", "/scaleCheck/kinds/rollouts"),
+    ("scaleCheck.kinds.deployments=false", "'deployments'"),  # the apps kinds are not optional
 ])
 def test_values_schema_refuses_a_wrong_type_naming_the_key(assignment: str, key: str) -> None:
     """values.schema.json: `helm template` (and so `helm install`, which runs the same
@@ -508,6 +510,51 @@ def test_null_and_empty_values_remove_the_default_scheduling() -> None:
     for component in ("webhook", "reconciler"):
         pod = find(objects, "Deployment", f"poolguard-{component}")["spec"]["template"]["spec"]
         assert "affinity" not in pod and "topologySpreadConstraints" not in pod
+
+
+CUSTOM_KINDS = {"leaderWorkerSets": ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+                "rollouts": ("argoproj.io", "rollouts")}
+
+
+def _scale_rule_groups(objects: list[dict[str, Any]]) -> dict[str, list[tuple[str, ...]]]:
+    """The (group, resource) pairs each scale webhook (scale, clamp) has rules for."""
+    hooks = {hook["name"]: hook for obj in objects
+             if obj["kind"].endswith("WebhookConfiguration") for hook in obj["webhooks"]}
+    return {name: [(group, resource) for rule in hooks[name]["rules"]
+                   for group in rule["apiGroups"] for resource in rule["resources"]]
+            for name in ("scale.poolguard.dev", "clamp.poolguard.dev")}
+
+
+def _webhook_role_groups(objects: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    role = find(objects, "ClusterRole", "poolguard-webhook")
+    return {(group, resource) for rule in role["rules"] for group in rule["apiGroups"]
+            for resource in rule["resources"]}
+
+
+@pytest.mark.parametrize("switched_off", sorted(CUSTOM_KINDS))
+def test_each_custom_kind_is_switched_off_alone(switched_off: str) -> None:
+    """scaleCheck.kinds.X=false drops X's scale rules (scale check and clamp) and its read
+    access, and nothing else; on by default (the kustomize parity test holds that)."""
+    default, off = render(), render(sets=(f"scaleCheck.kinds.{switched_off}=false",))
+    group, resource = CUSTOM_KINDS[switched_off]
+    gone = {(group, resource), (group, f"{resource}/scale")}
+    for name, pairs in _scale_rule_groups(default).items():
+        assert gone <= set(pairs), name
+        assert _scale_rule_groups(off)[name] == [p for p in pairs if p not in gone], name
+    assert _webhook_role_groups(off) == _webhook_role_groups(default) - {(group, resource)}
+    others = [o for o in default if not o["kind"].endswith("WebhookConfiguration")
+              and (o["kind"], o["metadata"]["name"]) != ("ClusterRole", "poolguard-webhook")]
+    assert others == [o for o in off if not o["kind"].endswith("WebhookConfiguration")
+                      and (o["kind"], o["metadata"]["name"])
+                      != ("ClusterRole", "poolguard-webhook")]
+
+
+def test_both_custom_kinds_off_leave_the_apps_rules() -> None:
+    off = render(sets=("scaleCheck.kinds.leaderWorkerSets=false",
+                       "scaleCheck.kinds.rollouts=false"))
+    for name, pairs in _scale_rule_groups(off).items():
+        assert {group for group, _ in pairs} == {"apps"}, name
+    assert {group for group, _ in _webhook_role_groups(off)} == {"", "apps"}
 
 
 def test_reconciler_off_removes_all_of_it() -> None:

@@ -58,6 +58,8 @@ def granted(role_name: str, kind: str = "ClusterRole") -> set[tuple[str, str, st
 def test_webhook_cluster_role_is_exactly_what_the_caches_call(tmp_path):
     objects = yaml.safe_load(EXAMPLE_STATE.read_text())["items"]
     with FakeKubeAPI() as api:
+        api.install_crd("LeaderWorkerSet")  # with their CRDs, the custom kinds are watched too
+        api.install_crd("Rollout")
         api.put(*objects)
         cluster = LiveCluster(api_client_from(str(api.write_kubeconfig(tmp_path / "kc"))))
         cluster.start()
@@ -74,6 +76,23 @@ def test_webhook_cluster_role_is_exactly_what_the_caches_call(tmp_path):
             cluster.stop()
         used = used_permissions(api.requests)
     assert used == granted("poolguard-webhook")
+
+
+def test_without_the_crds_the_webhook_lists_the_custom_kinds_and_nothing_more(tmp_path):
+    with FakeKubeAPI() as api:
+        api.put(*yaml.safe_load(EXAMPLE_STATE.read_text())["items"])
+        cluster = LiveCluster(api_client_from(str(api.write_kubeconfig(tmp_path / "kc"))))
+        cluster.start()
+        try:
+            assert cluster.wait_for_sync(15)
+        finally:
+            cluster.stop()
+        used = used_permissions(api.requests)
+    custom = {(group, resource, verb) for group, resource, verb in used
+              if group in ("leaderworkerset.x-k8s.io", "argoproj.io")}
+    assert custom == {("leaderworkerset.x-k8s.io", "leaderworkersets", "list"),
+                      ("argoproj.io", "rollouts", "list")}
+    assert used <= granted("poolguard-webhook")
 
 
 def test_reconciler_roles_are_exactly_what_it_calls(tmp_path):

@@ -60,10 +60,11 @@ def binding(pod_name: str, node_name: str, namespace: str = "ml",
 def scale(resource: str, name: str, old_replicas: int, new_replicas: int,
           namespace: str = "ml", user: dict[str, Any] | None = None,
           via: str = "kubectl", dry_run: bool = False,
-          selector: str = "app=x") -> dict[str, Any]:
-    """A `/scale` UPDATE: kubectl scale sends a merge PATCH, the HPA a PUT."""
+          selector: str = "app=x", group: str = "apps", version: str = "v1") -> dict[str, Any]:
+    """A `/scale` UPDATE: kubectl scale sends a merge PATCH, the HPA a PUT. A custom
+    resource's /scale (`group`, `version`) carries the same autoscaling/v1 Scale."""
     kind = {"group": "autoscaling", "version": "v1", "kind": "Scale"}
-    parent = {"group": "apps", "version": "v1", "resource": resource}
+    parent = {"group": group, "version": version, "resource": resource}
 
     def scale_object(replicas: int) -> dict[str, Any]:
         return {"kind": "Scale", "apiVersion": "autoscaling/v1",
@@ -98,8 +99,9 @@ def workload_create(obj: dict[str, Any]) -> dict[str, Any]:
 
 def _workload_review(operation: str, obj: dict[str, Any], old: dict[str, Any] | None,
                      user: dict[str, Any]) -> dict[str, Any]:
-    kind = {"group": "apps", "version": "v1", "kind": obj["kind"]}
-    res = {"group": "apps", "version": "v1", "resource": obj["kind"].lower() + "s"}
+    group, _, version = obj.get("apiVersion", "apps/v1").rpartition("/")
+    kind = {"group": group, "version": version, "kind": obj["kind"]}
+    res = {"group": group, "version": version, "resource": obj["kind"].lower() + "s"}
     return _review({
         "kind": kind, "resource": res, "requestKind": kind, "requestResource": res,
         "name": obj["metadata"]["name"], "namespace": obj["metadata"]["namespace"],
