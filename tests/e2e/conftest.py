@@ -17,7 +17,7 @@ import pytest
 
 from tests.e2e.controlplane import DEFAULT_BIN, ControlPlane
 from tests.e2e.harness import Environment, service_cidr
-from tests.e2e.lws import LwsController
+from tests.e2e.lws import LwsController, install_crds
 
 RESULTS = "results.json"
 
@@ -40,8 +40,9 @@ def _sigterm_as_interrupt(_signum: int, _frame: object) -> None:
 
 @pytest.fixture(scope="session")
 def env() -> Iterator[Environment]:
-    """The control plane with fake Nodes and the fake kubelet, poolguard installed and
-    `serve` running (the reconciler starts on demand: `env.start_reconciler()`)."""
+    """The control plane with fake Nodes and the fake kubelet, the LeaderWorkerSet CRDs,
+    poolguard installed and `serve` running (the reconciler starts on demand:
+    `env.start_reconciler()`)."""
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     run_dir = _run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -51,6 +52,9 @@ def env() -> Iterator[Environment]:
         plane.start()
         environment = Environment(plane, keep=_keep())
         environment.bootstrap()
+        # Before poolguard starts: its cache reads LeaderWorkerSets from its first list on
+        # (a CRD that appears later is picked up only at its next retry, a minute on).
+        install_crds(environment)
         environment.install_poolguard()
         yield environment
     finally:
