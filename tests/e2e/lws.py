@@ -81,7 +81,8 @@ class LwsController:
         self.home.mkdir(exist_ok=True)
         kubeconfig = self._identity()
         certs = self.home / "certs"
-        made = self.env.run([PY, "-m", "certs", "create", "--out-dir", certs,
+        # --force: a second module of the session starts the controller again
+        made = self.env.run([PY, "-m", "certs", "create", "--out-dir", certs, "--force",
                              "--extra-name", "localhost", "--extra-ip", "127.0.0.1"])
         assert made.code == 0, str(made)
         self.port = free_port()
