@@ -80,3 +80,21 @@ def test_html_shows_the_groups_and_each_pods_group_without_costs():
     chip = re.search(r'<span class="pod victim" data-pod="llm-1-1".*?</span></span>', html)
     assert chip and "[group 1]" in chip.group(0) and "cost" not in chip.group(0)
     assert "goes once the groups in the new range are ready" in html
+
+
+def test_surge_groups_the_controller_keeps_are_blocked_in_json_and_text():
+    # to 1 with maxSurge 1, maxUnavailable 0: group 0 is not ready, so 1 + 1 groups stay
+    lws = lf.leader_worker_set("llm", replicas=3, size=2, max_surge=1, max_unavailable=0)
+    sts = lf.leader_statefulset(lws)
+    objects = [lws, sts, *lf.group(lws, sts, 0, ["hyb-1", "hyb-1"], ready=False),
+               *lf.group(lws, sts, 1, ["hyb-1", "hyb-2"], ready=False),
+               *lf.group(lws, sts, 2, ["inf-1", "hyb-2"])]
+    view = Snapshot([*NODES, *objects])
+    doc = plan_document(view, POLICY, assess_scale(view, POLICY, lws, 1, NOW), NOW)
+    assert [(g["index"], g["fate"]) for g in doc["groups"]] == [
+        (2, "victim"), (1, "blocked"), (0, "survives")]
+    assert [(b["name"], b["waitingOn"]) for b in doc["blocked"]] == [
+        ("llm-1", "llm-0"), ("llm-1-1", "llm-0")]
+    assert "not ready and updated" in doc["blocked"][0]["reason"]
+    text = render_text(doc)
+    assert "Blocked (deleted only once the controller stops waiting): llm-1 waits on llm-0" in text
