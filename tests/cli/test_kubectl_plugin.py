@@ -194,3 +194,32 @@ def test_policy_check_passes_through(cluster: tuple[FakeKubeAPI, Path]) -> None:
     result = plugin(kubeconfig, "policy", "check", str(REPO / "examples" / "policy.yaml"))
     assert result.returncode == 0
     assert "a valid poolguard policy" in result.stdout
+
+
+@pytest.mark.parametrize(("words", "expected"), [
+    (["lws/llm"], [("lws", "llm")]),
+    (["leaderworkerset", "a", "b"], [("lws", "a"), ("lws", "b")]),
+    (["leaderworkersets.leaderworkerset.x-k8s.io/llm"], [("lws", "llm")]),
+    (["ro/canary", "deploy/web"], [("ro", "canary"), ("deploy", "web")]),
+    (["rollouts.argoproj.io", "canary"], [("ro", "canary")]),
+    (["Rollout/canary"], [("ro", "canary")]),
+])
+def test_kubectls_names_of_the_custom_kinds(words: list[str],
+                                            expected: list[tuple[str, str]]) -> None:
+    from webhook.cli.kubectl_plugin import workloads_of
+
+    assert workloads_of(words) == expected
+
+
+def test_a_custom_kind_is_looked_up_in_the_live_cluster(
+        cluster: tuple[FakeKubeAPI, Path]) -> None:
+    api, kubeconfig = cluster
+    api.install_crd("LeaderWorkerSet")
+    api.put({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+             "metadata": {"name": "llm", "namespace": "ml"},
+             "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 2}}})
+    result = plugin(kubeconfig, "plan", "lws/lmm", "--replicas", "1", "--policy",
+                    str(REPO / "examples" / "policy.yaml"))
+    assert result.returncode == 2
+    assert result.stderr == ("error: LeaderWorkerSet ml/lmm: not found in the cluster state; "
+                             "did you mean llm?\n")
