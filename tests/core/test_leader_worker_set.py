@@ -1,10 +1,12 @@
 """LeaderWorkerSet scale-downs: whole groups go, highest group index first.
 
-Upstream source (sigs.k8s.io/lws v0.10.0): pkg/controllers/leaderworkerset_controller.go
-(the leader StatefulSet `<lws>`, Parallel; `rollingUpdateParameters` and
-`calculateRollingUpdateReplicas`: the surge groups kept while groups in the new range
-are not ready), pkg/controllers/pod_controller.go (worker StatefulSet `<lws>-<g>` owned
-by the leader pod, ordinals from 1).
+Upstream source (sigs.k8s.io/lws v0.10.0; the same in v0.9.0, which the e2e tier builds and
+verifies against): pkg/controllers/leaderworkerset_controller.go (the leader StatefulSet
+`<lws>`, Parallel; `rollingUpdateParameters` and `calculateRollingUpdateReplicas`: the surge
+groups kept while groups in the new range are not ready), pkg/controllers/pod_controller.go
+(worker StatefulSet `<lws>-<g>` owned by the leader pod, ordinals from 1);
+`rollingUpdatePartition`: a rolling update goes on after a scale-down and may recreate the
+outdated groups that stay.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Which groups a LeaderWorkerSet scale-down removes, now and once its controller stops waiting.
 
-Sources: sigs.k8s.io/lws v0.10.0.
+Sources: sigs.k8s.io/lws v0.10.0; the functions below are the same in v0.9.0, the newest
+release the Go module proxy serves, which the e2e tier builds and verifies against.
 
 - pkg/controllers/leaderworkerset_controller.go (`constructLeaderStatefulSetApplyConfiguration`,
   `rollingUpdateParameters`, `calculateRollingUpdateReplicas`, `getReplicaStates`,
@@ -26,6 +27,12 @@ then deletes each such leader's worker StatefulSet and its pods. Deletion cost p
 part. The groups in `[r, k)` are the surge the controller keeps while more than
 `maxUnavailable` groups in the new range are not ready and updated: they go once those
 groups are (each later reconcile recomputes `k`), so they are `blocked`, not victims.
+
+A scale-down made during a rolling update (`rollingUpdateParameters`, "replicas changed
+during rolling update"; `rollingUpdatePartition`) lets the update go on: the groups of an
+old revision from the rollout's partition up that the scale-down does not remove, a kept
+surge group included, may be deleted and recreated, how far depending on when the
+replacements are ready. They are `REPLACED` (possible victims), not survivors or blocked.
 """
 
 from __future__ import annotations
