@@ -230,6 +230,9 @@ def test_a_protected_group_the_update_may_recreate_is_judged_gone():
     assert violation.rule == "protectedLast"
     assert violation.message.startswith("may delete protected-pool pods llm-0 (node inf-1")
     assert any("rolling update is under way" in w for w in verdict.warnings)
+    # no lower count keeps group 0 from the update: only the current count is safe
+    assert verdict.safe_replicas == 3
+    assert "scale down once the rolling update under way is complete" in violation.message
 
 
 def test_possible_victims_alone_are_judged():
