@@ -98,3 +98,25 @@ def test_surge_groups_the_controller_keeps_are_blocked_in_json_and_text():
     assert "not ready and updated" in doc["blocked"][0]["reason"]
     text = render_text(doc)
     assert "Blocked (deleted only once the controller stops waiting): llm-1 waits on llm-0" in text
+
+
+def test_groups_a_rolling_update_may_recreate_are_possible_victims_in_json_and_text():
+    # mid-update (partition 1, no surge): 2 -> 1 removes group 1; the update then goes
+    # on and may recreate group 0, of the old revision
+    lws = lf.leader_worker_set("llm", replicas=2, size=2)
+    sts = lf.leader_statefulset(lws, partition=1)
+    objects = [lws, sts, *lf.group(lws, sts, 0, ["inf-1", "hyb-1"], revision="old"),
+               *lf.group(lws, sts, 1, ["hyb-2", "hyb-2"], revision="old")]
+    view = Snapshot([*NODES, *objects])
+    doc = json.loads(json.dumps(plan_document(view, POLICY, assess_scale(
+        view, POLICY, lws, 1, NOW), NOW)))
+    assert [(g["index"], g["fate"]) for g in doc["groups"]] == [
+        (1, "victim"), (0, "possible-victim")]
+    assert doc["possibleVictims"] == ["llm-0", "llm-0-1"]
+    fate = {p["name"]: (p["fate"], p["reason"]) for p in doc["pods"]}
+    assert fate["llm-0-1"][0] == "possible-victim"
+    assert "rolling update under way may delete and recreate it" in fate["llm-0-1"][1]
+    assert doc["victims"][0]["name"] == "llm-1" and not doc["blocked"]
+    text = render_text(doc)
+    assert ("Might be deleted depending on how far the rolling update under way gets "
+            "(it recreates outdated groups): llm-0, llm-0-1") in text

@@ -1,10 +1,12 @@
 """LeaderWorkerSet scale-downs: whole groups go, highest group index first.
 
-Upstream source (sigs.k8s.io/lws v0.10.0): pkg/controllers/leaderworkerset_controller.go
-(the leader StatefulSet `<lws>`, Parallel; `rollingUpdateParameters` and
-`calculateRollingUpdateReplicas`: the surge groups kept while groups in the new range
-are not ready), pkg/controllers/pod_controller.go (worker StatefulSet `<lws>-<g>` owned
-by the leader pod, ordinals from 1).
+Upstream source (sigs.k8s.io/lws v0.10.0; the same in v0.9.0, which the e2e tier builds and
+verifies against): pkg/controllers/leaderworkerset_controller.go (the leader StatefulSet
+`<lws>`, Parallel; `rollingUpdateParameters` and `calculateRollingUpdateReplicas`: the surge
+groups kept while groups in the new range are not ready), pkg/controllers/pod_controller.go
+(worker StatefulSet `<lws>-<g>` owned by the leader pod, ordinals from 1);
+`rollingUpdatePartition`: a rolling update goes on after a scale-down and may recreate the
+outdated groups that stay.
 """
 
 from __future__ import annotations
@@ -151,6 +153,98 @@ def test_a_scale_down_during_a_rolling_update_keeps_the_surge_over_old_groups():
                *lf.group(lws, sts, 2, [INF, INF]), *lf.group(lws, sts, 3, [HYB, HYB])]
     prediction = predict_scale(view_of(objects), lws, 2, NOW)
     assert names(prediction.victims) == ["llm-3", "llm-3-1", "llm-2", "llm-2-1"]
+
+
+def rolling_state(layout: list[tuple[list[str], str, bool]], *, replicas: int,
+                  sts_replicas: int, partition: int, max_surge: int = 0,
+                  floor: int = 0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A LeaderWorkerSet mid-update: per group (nodes, revision, ready); the leader
+    StatefulSet holds `sts_replicas` groups at `partition`, of the current revision."""
+    lws = lf.leader_worker_set("llm", replicas=replicas, size=len(layout[0][0]),
+                               max_surge=max_surge, partition=floor)
+    sts = lf.leader_statefulset(lws, replicas=sts_replicas, partition=partition)
+    objects = [lws, sts]
+    for index, (nodes, revision, ready) in enumerate(layout):
+        objects += lf.group(lws, sts, index, nodes, revision=revision, ready=ready)
+    return lws, objects
+
+
+def fates(prediction: Any) -> list[tuple[int, str]]:
+    return [(g.index, g.fate) for g in prediction.groups]
+
+
+def test_outdated_groups_below_the_new_count_are_possible_victims_of_the_update():
+    # Mid-update without surge (partition 1, both groups of the old revision), 2 -> 1:
+    # the controller sets the new count, then lowers the partition and recreates group 0
+    # (leader under its name, worker with the old worker StatefulSet) once it can.
+    lws, objects = rolling_state([([INF, HYB], "old", False), ([INF, HYB], "old", True)],
+                                 replicas=2, sts_replicas=2, partition=1)
+    prediction = predict_scale(view_of(objects), lws, 1, NOW)
+    assert names(prediction.victims) == ["llm-1", "llm-1-1"]
+    assert names(prediction.possible_victims) == ["llm-0", "llm-0-1"]
+    assert fates(prediction) == [(1, "victim"), (0, "possible-victim")]
+    (group,) = prediction.tie_groups
+    assert group.removed == 2 and "rolling update" in group.why
+    assert any("replaces the outdated group 0 " in note for note in prediction.notes)
+
+
+def test_a_kept_surge_group_of_an_old_revision_is_replaced_not_blocked():
+    # Mid-update with surge 1: groups 0-4 of the old revision, group 5 (the surge) new
+    # and not ready; 5 -> 3 keeps 3 + 1 groups (3 not updated > maxSurge), but group 3 is
+    # outdated: the widened rolling step recreates it before the surge is reclaimed.
+    old = [([HYB, HYB, HYB], "old", index != 2) for index in range(5)]
+    lws, objects = rolling_state([*old, ([HYB, INF, HYB], lf.REVISION, False)],
+                                 replicas=5, sts_replicas=6, partition=5, max_surge=1)
+    prediction = predict_scale(view_of(objects), lws, 3, NOW)
+    assert names(prediction.victims) == ["llm-5", "llm-5-1", "llm-5-2",
+                                         "llm-4", "llm-4-1", "llm-4-2"]
+    assert not prediction.blocked
+    assert fates(prediction) == [(5, "victim"), (4, "victim"), (3, "possible-victim"),
+                                 (2, "possible-victim"), (1, "possible-victim"),
+                                 (0, "possible-victim")]
+    assert "llm-3-2" in names(prediction.possible_victims)
+    assert not any("keeps group" in note for note in prediction.notes)
+
+
+def test_groups_below_the_rollout_partition_and_updated_groups_are_not_replaced():
+    # rollingUpdateConfiguration.partition 1: the controller never lowers the leader
+    # StatefulSet's partition below it, so group 0 keeps its old revision.
+    lws, objects = rolling_state([([HYB, HYB], "old", True), ([HYB, HYB], "old", True),
+                                  ([HYB, HYB], lf.REVISION, True), ([INF, INF], "old", True)],
+                                 replicas=4, sts_replicas=4, partition=2, floor=1)
+    prediction = predict_scale(view_of(objects), lws, 3, NOW)
+    assert fates(prediction) == [(3, "victim"), (2, "survives"), (1, "possible-victim"),
+                                 (0, "survives")]
+    assert names(prediction.possible_victims) == ["llm-1", "llm-1-1"]
+
+
+def test_a_protected_group_the_update_may_recreate_is_judged_gone():
+    # The worst case takes every possible victim: the inference group 0 may be recreated
+    # while the hybrid group 1 survives the scale-down.
+    lws, objects = rolling_state([([INF, INF], "old", True), ([HYB, HYB], lf.REVISION, True),
+                                  ([HYB, HYB], "old", True)],
+                                 replicas=3, sts_replicas=3, partition=1)
+    verdict = assess_scale(view_of(objects), POLICY, lws, 2, NOW).verdict
+    assert not verdict.allowed
+    (violation,) = verdict.violations
+    assert violation.rule == "protectedLast"
+    assert violation.message.startswith("may delete protected-pool pods llm-0 (node inf-1")
+    assert any("rolling update is under way" in w for w in verdict.warnings)
+    # no lower count keeps group 0 from the update: only the current count is safe
+    assert verdict.safe_replicas == 3
+    assert "scale down once the rolling update under way is complete" in violation.message
+
+
+def test_possible_victims_alone_are_judged():
+    # 3 -> 3 removes no group, yet the update may recreate the inference group.
+    lws, objects = rolling_state([([INF, INF], "old", True), ([HYB, HYB], "old", True),
+                                  ([HYB, HYB], lf.REVISION, True)],
+                                 replicas=3, sts_replicas=3, partition=2)
+    prediction = predict_scale(view_of(objects), lws, 3, NOW)
+    assert prediction.victims == [] and names(prediction.possible_victims)[:2] == [
+        "llm-1", "llm-1-1"]
+    verdict = assess_scale(view_of(objects), POLICY, lws, 3, NOW).verdict
+    assert [v.rule for v in verdict.violations] == ["protectedLast"]
 
 
 def test_a_scale_up_removes_nothing():

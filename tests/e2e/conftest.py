@@ -17,6 +17,7 @@ import pytest
 
 from tests.e2e.controlplane import DEFAULT_BIN, ControlPlane
 from tests.e2e.harness import Environment, service_cidr
+from tests.e2e.lws import LwsController, install_crds
 
 RESULTS = "results.json"
 
@@ -39,8 +40,9 @@ def _sigterm_as_interrupt(_signum: int, _frame: object) -> None:
 
 @pytest.fixture(scope="session")
 def env() -> Iterator[Environment]:
-    """The control plane with fake Nodes and the fake kubelet, poolguard installed and
-    `serve` running (the reconciler starts on demand: `env.start_reconciler()`)."""
+    """The control plane with fake Nodes and the fake kubelet, the LeaderWorkerSet CRDs,
+    poolguard installed and `serve` running (the reconciler starts on demand:
+    `env.start_reconciler()`)."""
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     run_dir = _run_dir()
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -50,6 +52,9 @@ def env() -> Iterator[Environment]:
         plane.start()
         environment = Environment(plane, keep=_keep())
         environment.bootstrap()
+        # Before poolguard starts: its cache reads LeaderWorkerSets from its first list on
+        # (a CRD that appears later is picked up only at its next retry, a minute on).
+        install_crds(environment)
         environment.install_poolguard()
         yield environment
     finally:
@@ -60,11 +65,24 @@ def env() -> Iterator[Environment]:
             plane.stop()
 
 
+@pytest.fixture(scope="module")
+def lws_controller(env: Environment) -> Iterator[LwsController]:
+    """The real LeaderWorkerSet controller, for the module that asks for it only (its pod
+    webhooks cost every LWS pod creation a round trip; the other modules need none)."""
+    controller = LwsController(env)
+    controller.start()
+    try:
+        yield controller
+    finally:
+        controller.stop()
+
+
 # --- the summary line ----------------------------------------------------------------------
 
 _outcomes: dict[str, str] = {}
 SCENARIO_MODULES = ("test_scenarios.py", "test_controllers.py", "test_hpa.py",
-                    "test_admission_policy.py", "test_helm.py", "test_argo_rollouts.py")
+                    "test_admission_policy.py", "test_helm.py", "test_leaderworkerset.py",
+                    "test_argo_rollouts.py")
 
 
 def _is_scenario(nodeid: str) -> bool:

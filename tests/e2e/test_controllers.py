@@ -3,9 +3,10 @@ an Argo Rollout and a StatefulSet owned by a LeaderWorkerSet, shrunk by clients 
 controllers' identities, are never denied; a client with the HPA's identity is clamped to
 the safe count; a person's unsafe kubectl scale of a Deployment is still denied.
 
-The Rollout is an object of the real Rollout CRD (from the Argo Rollouts module); the other
-owners are objects of minimal CRDs. No owner's controller runs here: what matters to
-poolguard is the controller ownerReference and who sends the request.
+The owners are objects of the real CRDs (the Rollout's from the Argo Rollouts module, the
+LeaderWorkerSet's from sigs.k8s.io/lws) whose controllers do not run here: what matters to
+poolguard is the controller ownerReference and who sends the request. The real LWS
+controller's own writes are checked in tests/e2e/test_leaderworkerset.py.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tests.e2e import lws
 from tests.e2e.controlplane import kubeconfig_text, wait_for
 from tests.e2e.fake_kubelet import STRATEGIC, pod_status
 from tests.e2e.harness import COST_ANNOTATION, Environment, api_client, is_active
@@ -34,12 +36,10 @@ from tests.e2e.workloads import (
 from tests.e2e.workloads import plan as plan_json
 
 ROLLOUTS = ("argo-rollouts", "argo-rollouts")  # (namespace, ServiceAccount)
-LWS = ("lws-system", "lws-controller-manager")
+LWS = lws.ACCOUNT
 HPA = ("kube-system", "horizontal-pod-autoscaler")
 OWNER_KINDS = {  # CRD name -> (group, version, kind, plural)
     "rollouts.argoproj.io": ("argoproj.io", "v1alpha1", "Rollout", "rollouts"),
-    "leaderworkersets.leaderworkerset.x-k8s.io": (
-        "leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets"),
 }
 
 
@@ -71,6 +71,21 @@ def owner_kinds(env: Environment) -> None:
                 _crd(group, version, kind, plural)), check=True)
         env.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s",
                     check=True)
+
+
+@pytest.fixture(scope="module")
+def lws_kind(env: Environment) -> None:
+    """The real LeaderWorkerSet CRD (installed once per cluster)."""
+    lws.install_crds(env)
+
+
+def lws_owner(env: Environment, ns: str, name: str) -> dict[str, Any]:
+    """A LeaderWorkerSet of one group of one pod, and the controller ownerReference to it."""
+    apply(env, ns, lws.leader_worker_set(name, 1, 1))
+    uid = json.loads(env.kubectl("-n", ns, "get", lws.CRD, name, "-o", "json",
+                                 check=True).stdout)["metadata"]["uid"]
+    return {"apiVersion": lws.API, "kind": "LeaderWorkerSet", "name": name, "uid": uid,
+            "controller": True}
 
 
 def identity(env: Environment, namespace: str, account: str,
@@ -150,9 +165,9 @@ def test_rollouts_controller_shrinking_its_replicaset_is_not_denied(
 
 
 def test_lws_controller_shrinking_its_leader_statefulset_is_not_denied(
-        env: Environment, owner_kinds: None) -> None:
+        env: Environment, lws_kind: None) -> None:
     ns = env.new_namespace("lws-owned")
-    ref = owner(env, ns, "leaderworkersets.leaderworkerset.x-k8s.io", "llm")
+    ref = lws_owner(env, ns, "llm")
     # llm-0 on a hybrid node, then llm-1 and llm-2 on inference nodes: a scale to 2 removes
     # llm-2 (the highest ordinal) while llm-0 survives outside the protected pool
     sts = statefulset("llm", 1, pod_template("llm", pools=["hybrid"]))

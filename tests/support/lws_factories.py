@@ -1,10 +1,11 @@
 """LeaderWorkerSets and the objects their controller creates, named and labelled as it does.
 
-From sigs.k8s.io/lws v0.10.0: the leader StatefulSet `<lws>` (Parallel, replicas and the
-replicas annotation from the LeaderWorkerSet), leader pods `<lws>-<g>` (labels name,
-worker-index "0", group-index, group-key, template-revision-hash), one worker StatefulSet
-`<lws>-<g>` per leader, controlled by the leader pod (Parallel, `size - 1` replicas,
-ordinals from 1), worker pods `<lws>-<g>-<w>` (worker-index w).
+From sigs.k8s.io/lws v0.10.0 (the same in v0.9.0, which the e2e tier builds and verifies
+against): the leader StatefulSet `<lws>` (Parallel, replicas and the replicas annotation
+from the LeaderWorkerSet), leader pods `<lws>-<g>` (labels name, worker-index "0", group-
+index, group-key, template-revision-hash), one worker StatefulSet `<lws>-<g>` per leader,
+controlled by the leader pod (Parallel, `size - 1` replicas, ordinals from 1), worker pods
+`<lws>-<g>-<w>` (worker-index w).
 """
 
 from __future__ import annotations

@@ -404,8 +404,10 @@ def render_text(document: Mapping[str, Any]) -> str:
         lines.append(f"  because {document['blocked'][0]['reason']}")
     if document["possibleVictims"]:
         lines.append("")
-        lines.append("Might be deleted instead, depending on orders the controllers choose "
-                     "(ties, ReplicaSet syncs): " + ", ".join(document["possibleVictims"]))
+        why = ("depending on how far the rolling update under way gets (it recreates "
+               "outdated groups)" if "groups" in document else
+               "instead, depending on orders the controllers choose (ties, ReplicaSet syncs)")
+        lines.append(f"Might be deleted {why}: " + ", ".join(document["possibleVictims"]))
     lines.append("")
     lines.append("Verdict: " + _verdict_word(document))
     if document.get("requesterNote"):

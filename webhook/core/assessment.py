@@ -9,6 +9,7 @@ from operator import attrgetter
 from typing import Any
 
 from .cluster import ClusterView
+from .leader_worker_set import REPLACED
 from .policy import Policy
 from .prediction import ScalePrediction, predict_scale
 from .replicaset_sync import BURST_REPLICAS
@@ -108,11 +109,16 @@ def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[
 def _safe_groups(prediction: ScalePrediction, protected: Protection) -> int:
     """A LeaderWorkerSet's: whole groups go, highest index first, so the count that keeps
     every group with a pod on a protected pool (at most the current count: a surge group
-    above it goes whatever the count)."""
+    above it goes whatever the count). A protected group that a rolling update under way
+    may recreate is a possible victim at every lower count, so only the current is safe."""
     assert prediction.groups is not None
-    highest = max((group.index for group in prediction.groups
-                   if any(_protected_flags(group.pods, protected))), default=-1)
-    return min(highest + 1, max(prediction.from_replicas, prediction.to_replicas))
+    ceiling = max(prediction.from_replicas, prediction.to_replicas)
+    protected_groups = [group for group in prediction.groups
+                        if any(_protected_flags(group.pods, protected))]
+    if any(group.fate == REPLACED for group in protected_groups):
+        return ceiling
+    highest = max((group.index for group in protected_groups), default=-1)
+    return min(highest + 1, ceiling)
 
 
 def _safe_prefix_length(order: list[Any], protected: Any, kind: str) -> int:
@@ -165,6 +171,9 @@ def _fix_text(prediction: ScalePrediction, safe: int | None) -> str:
     elif prediction.to_replicas < safe < prediction.from_replicas:
         options.append(f"scale to {safe} replicas or more for now (the smallest count that "
                        "removes no protected-pool pod)")
+    if any(group.fate == REPLACED for group in prediction.groups or []):
+        options.append("scale down once the rolling update under way is complete (until "
+                       "then it may recreate the outdated groups that stay)")
     if prediction.kind == "LeaderWorkerSet":
         # Deletion cost does not apply: whole groups go, highest group index first.
         fewer = "" if options else ", or scale down fewer groups"

@@ -1,6 +1,7 @@
 """Which groups a LeaderWorkerSet scale-down removes, now and once its controller stops waiting.
 
-Sources: sigs.k8s.io/lws v0.10.0.
+Sources: sigs.k8s.io/lws v0.10.0; the functions below are the same in v0.9.0, the newest
+release the Go module proxy serves, which the e2e tier builds and verifies against.
 
 - pkg/controllers/leaderworkerset_controller.go (`constructLeaderStatefulSetApplyConfiguration`,
   `rollingUpdateParameters`, `calculateRollingUpdateReplicas`, `getReplicaStates`,
@@ -26,6 +27,12 @@ then deletes each such leader's worker StatefulSet and its pods. Deletion cost p
 part. The groups in `[r, k)` are the surge the controller keeps while more than
 `maxUnavailable` groups in the new range are not ready and updated: they go once those
 groups are (each later reconcile recomputes `k`), so they are `blocked`, not victims.
+
+A scale-down made during a rolling update (`rollingUpdateParameters`, "replicas changed
+during rolling update"; `rollingUpdatePartition`) lets the update go on: the groups of an
+old revision from the rollout's partition up that the scale-down does not remove, a kept
+surge group included, may be deleted and recreated, how far depending on when the
+replacements are ready. They are `REPLACED` (possible victims), not survivors or blocked.
 """
 
 from __future__ import annotations
@@ -49,6 +56,9 @@ REVISION_LABEL = "leaderworkerset.sigs.k8s.io/template-revision-hash"
 REPLICAS_ANNOTATION = "leaderworkerset.sigs.k8s.io/replicas"
 
 VICTIM, BLOCKED, SURVIVES = "victim", "blocked", "survives"
+# A group the rolling update under way may delete and recreate (leader under the same
+# name, workers with the old worker StatefulSet): when depends on its replacements' readiness.
+REPLACED = "possible-victim"
 _FIRST = itemgetter(0)
 
 
@@ -95,11 +105,53 @@ def scale_groups(view: ClusterView, lws: Mapping[str, Any], to_replicas: int) ->
         group.fate = (SURVIVES if group.index < to_replicas
                       else BLOCKED if group.index < kept else VICTIM)
     ordered = [groups[index] for index in sorted(groups, reverse=True)]
+    if leader_sts is not None:
+        _mark_replaced(lws, leader_sts, ordered, notes)
     blocked = sorted(group.index for group in ordered if group.fate == BLOCKED)
     if blocked and wait is not None:
         notes.append(f"the LeaderWorkerSet controller keeps group{_s(len(blocked))} "
                      f"{', '.join(map(str, blocked))} for now: {wait.reason}")
-    return LwsScale(ordered, kept, group_size(lws), wait if kept > to_replicas else None, notes)
+    held = wait if blocked and kept > to_replicas else None
+    return LwsScale(ordered, kept, group_size(lws), held, notes)
+
+
+def _mark_replaced(lws: Mapping[str, Any], leader_sts: Mapping[str, Any],
+                   ordered: Sequence[LwsGroup], notes: list[str]) -> None:
+    """Mark `REPLACED` the groups the rolling update under way may recreate.
+
+    A group is outdated when its leader's template-revision-hash differs from the leader
+    StatefulSet's (the LeaderWorkerSet's current revision, which every reconcile applies).
+    After a scale-down made mid-update, `rollingUpdateParameters` sets the new count and
+    partition ("replicas changed during rolling update"); the next reconciles widen the
+    rolling step by the surge given back and lower the partition (`rollingUpdatePartition`)
+    as replacements become ready, and the StatefulSet controller recreates every outdated
+    leader at or above it. Only the partition of `rollingUpdateConfiguration` stops it, so
+    every outdated group from there up that is not removed outright may go now or later:
+    how far the update gets depends on when the replacements are ready. A kept surge group
+    of an old revision is such a group too: it may be replaced before it is reclaimed.
+    """
+    revision = labels_of(leader_sts).get(REVISION_LABEL, "")
+    floor = _int(_rolling_config(lws).get("partition"), 0)
+    replaced = []
+    for group in ordered:
+        leader = group.leader
+        if (group.fate in (SURVIVES, BLOCKED) and group.index >= floor and leader is not None
+                and leader.facts.labels.get(REVISION_LABEL, "") != revision):
+            group.fate = REPLACED
+            replaced.append(group.index)
+    if replaced:
+        shown = ", ".join(map(str, sorted(replaced)))
+        notes.append(f"a rolling update is under way: the LeaderWorkerSet controller goes on "
+                     f"with it after the scale and replaces the outdated group"
+                     f"{_s(len(replaced))} {shown} (each leader is recreated under its name, "
+                     "its workers go with the old worker StatefulSet) as the replacements "
+                     "become ready; when depends on their readiness, so their pods are "
+                     "possible victims")
+
+
+def _rolling_config(lws: Mapping[str, Any]) -> Mapping[str, Any]:
+    """spec.rolloutStrategy.rollingUpdateConfiguration, {} when unset."""
+    return (spec_of(lws).get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
 
 
 def set_pods(view: ClusterView, namespace: str, name: str) -> list[PodFacts]:
@@ -177,7 +229,7 @@ def _kept_by_controller(view: ClusterView, lws: Mapping[str, Any], leader_sts: M
     partition = _int(rolling.get("partition"), 0)
     if (partition == 0 and sts_replicas == to_replicas) or sts_replicas < to_replicas:
         return to_replicas, None
-    config = (spec_of(lws).get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
+    config = _rolling_config(lws)
     try:
         surge = min(scaled_int_or_percent(config.get("maxSurge", 0), to_replicas, True),
                     to_replicas)

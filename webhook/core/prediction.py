@@ -43,7 +43,7 @@ from .kube import (
     replicas_of,
     spec_of,
 )
-from .leader_worker_set import BLOCKED, VICTIM, LwsGroup, scale_groups
+from .leader_worker_set import BLOCKED, REPLACED, VICTIM, LwsGroup, scale_groups
 from .ownership import (
     controller_of,
     identity_of,
@@ -384,12 +384,15 @@ def stateful_ordinal(pod_name: str, set_name: str) -> int | None:
 def _predict_leader_worker_set(view: ClusterView, lws: Mapping[str, Any],
                                to_replicas: int) -> ScalePrediction:
     """Whole groups go, highest index first (`leader_worker_set`); the surge groups the
-    controller keeps for now are `blocked`. No prefix order: a smaller target removes
-    whole groups, not a prefix of pods (`assessment` counts groups instead)."""
+    controller keeps for now are `blocked`; the outdated groups a rolling update under way
+    may recreate are possible victims, all of them gone in the worst case (one group of
+    them with a reason). No prefix order: a smaller target removes whole groups, not a
+    prefix of pods (`assessment` counts groups instead)."""
     prediction = _empty_prediction(lws, to_replicas)
     scale = scale_groups(view, lws, to_replicas)
     prediction.groups = scale.groups
     prediction.pods_per_replica = scale.size
+    replaced: list[RankedPod] = []
     for group in scale.groups:
         if group.fate == VICTIM:
             prediction.victims.extend(group.pods)
@@ -397,6 +400,12 @@ def _predict_leader_worker_set(view: ClusterView, lws: Mapping[str, Any],
             prediction.blocked.extend(Blocked(pod, scale.wait) for pod in group.pods)
         else:
             prediction.survivors.extend(group.pods)
+            if group.fate == REPLACED:
+                replaced.extend(group.pods)
+    if replaced:
+        prediction.tie_groups = [TieGroup(replaced, len(replaced), why=(
+            "its group is of an old revision: the rolling update under way may delete and "
+            "recreate it (when depends on the readiness of the replacements)"))]
     prediction.order = (prediction.victims + [b.pod for b in prediction.blocked]
                         + prediction.survivors)
     prediction.notes.extend(scale.notes)

@@ -1,0 +1,251 @@
+"""Differential fidelity for LeaderWorkerSets: `plan`'s prediction against what the real LWS
+controller (tests/e2e/lws.py), the StatefulSet controller and the garbage collector delete.
+
+For each seed, a random LeaderWorkerSet is built in its own namespace: 2-5 groups of 1-4
+pods, startup policy LeaderCreated or LeaderReady, a maxSurge that makes the controller keep
+unready groups for a while, sometimes mid rolling update (a second template revision that
+unready groups stop). The driver is its pods' scheduler and kubelet, as in
+tests/e2e/test_differential.py: each pod goes to a node of a random pool or stays
+unscheduled, and is Running and Ready, Running and not ready, Pending or Unknown (never
+restarted: a restart makes the LWS controller recreate the whole group, which the driver
+would then repeat forever). Then `plan --workload lws/NS/w` predicts a scale-down to a
+random count, through `kubectl scale` or a `spec.replicas` patch, and the pods really
+deleted are compared (tests/e2e/workloads.py `compare`): every deleted pod predicted, every
+certain victim deleted, the groups `plan` reports blocked left standing.
+
+E2E_LWS_STATES (default 50), E2E_LWS_SEED (first seed, default 1), E2E_LWS_SEEDS (replay),
+E2E_PARALLEL (default 8). Failing seeds keep their state, plan and deletions in
+RUN_DIR/differential-lws/.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from tests.e2e.controlplane import wait_for
+from tests.e2e.fake_kubelet import MANUAL_LABEL, STRATEGIC, pod_status
+from tests.e2e.harness import Environment, is_active, node_names
+from tests.e2e.lws import API, LwsController, deleted_since, leader_worker_set, lws_template
+from tests.e2e.workloads import active_pods, apply, bind, compare, owners_of, wait_settled
+from tests.e2e.workloads import plan as plan_json
+
+PLACED = "e2e.poolguard.dev/placed"
+POOL_WEIGHTS = {"inference": 4, "hybrid": 4, "training": 2}
+AGES = (20, 600, 3600, 86400)  # seconds ready
+RESULTS = "differential-lws.json"
+
+
+class LwsState:
+    """One random LeaderWorkerSet in namespace lwsdiff-SEED, driven to a settled cluster."""
+
+    def __init__(self, env: Environment, seed: int, out: Path) -> None:
+        self.env, self.seed, self.out = env, seed, out
+        rng = self.rng = random.Random(seed)
+        self.ns = f"lwsdiff-{seed}"
+        self.replicas = rng.randint(2, 5)
+        self.size = rng.randint(1, 4)
+        self.surge = rng.choice([0, 0, 1, 2])
+        self.unavailable = rng.choice([1, 1, 2])
+        self.startup = rng.choice(["LeaderCreated", "LeaderCreated", "LeaderReady"])
+        self.revisions = rng.choice([1, 1, 2])
+        self.unhealthy = rng.choice([0.0, 0.1, 0.3, 0.5])  # chance of a pod not Running and Ready
+        self.description = (f"LWS replicas={self.replicas} size={self.size} "
+                            f"surge={self.surge} unavail={self.unavailable} {self.startup} "
+                            f"revisions={self.revisions} unhealthy={self.unhealthy}")
+
+    def manifest(self, revision: int) -> dict[str, Any]:
+        def template(role: str) -> dict[str, Any]:
+            made = lws_template("w", role)
+            made["metadata"]["labels"][MANUAL_LABEL] = "true"
+            made["metadata"]["annotations"] = {"e2e.poolguard.dev/revision": str(revision)}
+            return made
+
+        lws = leader_worker_set("w", self.replicas, self.size, template("leader"),
+                                template("worker"))
+        lws["spec"]["startupPolicy"] = self.startup
+        lws["spec"]["rolloutStrategy"] = {"type": "RollingUpdate", "rollingUpdateConfiguration": {
+            "maxSurge": self.surge, "maxUnavailable": self.unavailable}}
+        return lws
+
+    # -- building --
+
+    def build(self) -> None:
+        self.env.new_namespace(self.ns, {"e2e.poolguard.dev/differential": "true"})
+        for revision in range(1, self.revisions + 1):
+            apply(self.env, self.ns, self.manifest(revision))
+            self.drive(rounds=self.size + 3)
+        self.settle()
+
+    def caught_up(self) -> bool:
+        """The LWS controller observed its spec, and the garbage collector has removed every
+        worker StatefulSet whose leader is gone and every pod whose StatefulSet is."""
+        lws = self.env.api_get(f"/apis/{API}/namespaces/{self.ns}/leaderworkersets/w")
+        if (lws.get("status") or {}).get("observedGeneration") != lws["metadata"]["generation"]:
+            return False
+        pods = {p["metadata"]["uid"]: p for p in self.env.pods(self.ns) if is_active(p)}
+        sets = self.env.api_get(f"/apis/apps/v1/namespaces/{self.ns}/statefulsets")["items"]
+        set_uids = {s["metadata"]["uid"] for s in sets}
+        for sts in sets:
+            for ref in sts["metadata"].get("ownerReferences") or []:
+                if ref.get("kind") == "Pod" and ref["uid"] not in pods:
+                    return False
+        for pod in pods.values():
+            for ref in pod["metadata"].get("ownerReferences") or []:
+                if ref.get("controller") and ref["uid"] not in set_uids:
+                    return False
+        return True
+
+    def settle(self, quiet: bool = True) -> None:
+        """Until the LWS controller, the StatefulSet controller and the garbage collector
+        caught up (and, with `quiet`, nothing moved for 2 s)."""
+        for _ in range(5):
+            wait_for(f"the LWS controller in {self.ns} to catch up", self.caught_up,
+                     timeout=120, interval=0.5)
+            wait_settled(self.env, self.ns, timeout=120, quiet=2.0 if quiet else 0.0)
+            if self.caught_up():
+                return
+        raise TimeoutError(f"{self.ns} never settled")
+
+    def drive(self, rounds: int) -> None:
+        """Settle, then give every new pod its fate; `rounds` times (each group's workers
+        appear only once its leader does)."""
+        for _ in range(rounds):
+            self.settle(quiet=False)
+            fresh = [p for p in self.env.pods(self.ns)
+                     if PLACED not in (p["metadata"].get("annotations") or {})
+                     and not p["metadata"].get("deletionTimestamp")]
+            if not fresh:
+                return
+            for pod in fresh:
+                self.place(pod["metadata"]["name"])
+
+    def place(self, name: str) -> None:
+        try:
+            self._place(name)
+        except ApiException:  # deleted meanwhile (a rolling update replaced it)
+            current = self.env.api_get(f"/api/v1/namespaces/{self.ns}/pods/{name}")
+            if current.get("kind") == "Pod" and not current["metadata"].get("deletionTimestamp"):
+                raise
+
+    def _place(self, name: str) -> None:
+        rng, core = self.rng, self.env.core
+        core.patch_namespaced_pod(name, self.ns, {"metadata": {"annotations": {PLACED: "true"}}})
+        if rng.random() < self.unhealthy / 3:
+            return  # left unscheduled
+        pool = rng.choices(list(POOL_WEIGHTS), list(POOL_WEIGHTS.values()))[0]
+        bind(self.env, self.ns, name, rng.choice(node_names(pool)))
+        bound = self.env.api_get(f"/api/v1/namespaces/{self.ns}/pods/{name}")
+        if bound.get("kind") != "Pod":
+            return
+        healthy = rng.random() >= self.unhealthy
+        phase = "Running" if healthy else rng.choice(["Running", "Running", "Pending",
+                                                      "Unknown"])
+        ready_for = rng.choice(AGES) * rng.uniform(0.8, 1.2)
+        now = dt.datetime.now(dt.UTC)
+        status = pod_status(bound, phase=phase, ready=healthy,
+                            ready_since=now - dt.timedelta(seconds=ready_for),
+                            started=now - dt.timedelta(seconds=ready_for + 5))
+        core.patch_namespaced_pod_status(name, self.ns, {"status": status},
+                                         _content_type=STRATEGIC)
+
+    # -- the experiment --
+
+    def run(self) -> tuple[list[str], str]:
+        started = time.monotonic()
+        self.build()
+        built = time.monotonic()
+        current = self.env.api_get(
+            f"/apis/{API}/namespaces/{self.ns}/leaderworkersets/w")["spec"]["replicas"]
+        target = self.rng.randint(0, current - 1)
+        how = self.rng.choice(["scale", "patch"])
+        self.description += f" -> {target} by {how}"
+        saved = self.out / f"seed-{self.seed}.state.yaml"
+        document = plan_json(self.env, f"lws/{self.ns}/w", target, "--save-state", str(saved))
+        planned = time.monotonic()
+        before = active_pods(self.env, self.ns)
+        if how == "scale":
+            done = self.env.kubectl("-n", self.ns, "scale", "leaderworkerset/w",
+                                    f"--replicas={target}")
+        else:
+            done = self.env.kubectl("-n", self.ns, "patch", "leaderworkerset", "w",
+                                    "--type=merge", "-p",
+                                    json.dumps({"spec": {"replicas": target}}))
+        assert done.code == 0, str(done)
+        self.settle()
+        deleted = deleted_since(before, active_pods(self.env, self.ns))
+        self.description += (
+            f" victims={len(document['victims'])} blocked={len(document.get('blocked') or [])}"
+            f" deleted={len(deleted)} [build {built - started:.0f}s, plan "
+            f"{planned - built:.1f}s, scale {time.monotonic() - planned:.0f}s]")
+        verdict = compare(document, deleted, owners_of(before))
+        problems = list(verdict.problems)
+        blocked = {b["name"] for b in document.get("blocked") or []}
+        if blocked & deleted:
+            problems.append(f"blocked but deleted: {sorted(blocked & deleted)}")
+        if problems:
+            (self.out / f"seed-{self.seed}.json").write_text(json.dumps({
+                "seed": self.seed, "description": self.description, "plan": document,
+                "deleted": sorted(deleted), "problems": problems}, indent=2))
+        else:
+            saved.unlink(missing_ok=True)
+        return problems, self.description
+
+
+def run_state(env: Environment, seed: int, out: Path) -> tuple[int, list[str], str, str | None]:
+    """(seed, problems, description, error) of one state; its namespace is deleted after."""
+    state = LwsState(env, seed, out)
+    try:
+        problems, description = state.run()
+        return seed, problems, description, None
+    except Exception as err:
+        (out / f"seed-{seed}.error.txt").write_text(traceback.format_exc())
+        return seed, [], state.description, f"{type(err).__name__}: {err}"
+    finally:
+        env.delete_namespace(state.ns)
+
+
+def seeds_to_run() -> list[int]:
+    replay = [int(s) for s in os.environ.get("E2E_LWS_SEEDS", "").split(",") if s.strip()]
+    first = int(os.environ.get("E2E_LWS_SEED", "1"))
+    return replay or list(range(first, first + int(os.environ.get("E2E_LWS_STATES", "50"))))
+
+
+def test_differential_plan_matches_the_real_lws_controller(
+        env: Environment, lws_controller: LwsController) -> None:
+    env.start_reconciler()
+    env.set_policy(enforcement="warn")  # judge the prediction, not the verdict
+    out = env.run_dir / "differential-lws"
+    out.mkdir(exist_ok=True)
+    seeds = seeds_to_run()
+    started = time.monotonic()
+    outcomes = []
+    with open(env.run_dir / "differential-lws.log", "a", encoding="utf-8") as log, \
+            ThreadPoolExecutor(int(os.environ.get("E2E_PARALLEL", "8"))) as pool:
+        for future in as_completed([pool.submit(run_state, env, s, out) for s in seeds]):
+            seed, problems, description, error = future.result()
+            outcomes.append((seed, problems, description, error))
+            status = "ERROR" if error else ("ok" if not problems else "MISMATCH")
+            log.write(f"seed {seed}: {status} {description} {error or '; '.join(problems)}\n")
+            log.flush()
+    mismatches = [o for o in outcomes if o[1]]
+    errors = [o for o in outcomes if o[3]]
+    (env.run_dir / RESULTS).write_text(json.dumps({
+        "states": len(outcomes) - len(errors), "mismatches": len(mismatches),
+        "errors": len(errors), "failed": bool(errors), "seconds": time.monotonic() - started,
+        "mismatchSeeds": [o[0] for o in mismatches], "errorSeeds": [o[0] for o in errors],
+    }, indent=2))
+    lines = [f"seed {s} ({d}): {'; '.join(p)} (state: differential-lws/seed-{s}.state.yaml)"
+             for s, p, d, _ in mismatches]
+    lines += [f"seed {s} ({d}) did not run: {e} (differential-lws/seed-{s}.error.txt)"
+              for s, _, d, e in errors]
+    assert not lines, "\n".join(lines)
