@@ -36,7 +36,8 @@ def test_short_text_stays_on_one_line():
 def test_no_word_is_lost_and_no_line_is_too_long(text, width):
     lines = split_at_clauses(text, width)
     assert all(len(line) <= width for line in lines)
-    words = " ".join(line.removeprefix("... ") for line in lines).split()
+    # Lines after the first carry the continuation mark; the first is the text's own.
+    words = " ".join(lines[:1] + [line.removeprefix("... ") for line in lines[1:]]).split()
     assert "".join(words) == "".join(text.split())  # a word longer than a line is cut
     if all(len(word) <= width - 4 for word in text.split()):
         assert words == text.split()
