@@ -18,6 +18,7 @@ import pytest
 from tests.e2e.controlplane import DEFAULT_BIN, ControlPlane
 from tests.e2e.harness import Environment, service_cidr
 from tests.e2e.lws import LwsController, install_crds
+from tests.e2e.rollouts_manifests import install_rollout_crd
 
 RESULTS = "results.json"
 
@@ -40,7 +41,7 @@ def _sigterm_as_interrupt(_signum: int, _frame: object) -> None:
 
 @pytest.fixture(scope="session")
 def env() -> Iterator[Environment]:
-    """The control plane with fake Nodes and the fake kubelet, the LeaderWorkerSet CRDs,
+    """The control plane with fake Nodes and the fake kubelet, the LeaderWorkerSet and Rollout CRDs,
     poolguard installed and `serve` running (the reconciler starts on demand:
     `env.start_reconciler()`)."""
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
@@ -52,9 +53,11 @@ def env() -> Iterator[Environment]:
         plane.start()
         environment = Environment(plane, keep=_keep())
         environment.bootstrap()
-        # Before poolguard starts: its cache reads LeaderWorkerSets from its first list on
-        # (a CRD that appears later is picked up only at its next retry, a minute on).
+        # Before poolguard starts: its cache reads LeaderWorkerSets and Rollouts from its
+        # first list on (a CRD that appears later is picked up only at its next retry, a
+        # minute on; tests/cluster covers that).
         install_crds(environment)
+        install_rollout_crd(environment)
         environment.install_poolguard()
         yield environment
     finally:
