@@ -80,12 +80,20 @@ def test_promtool_comes_from_debian_in_seconds_and_checks_our_rules(tmp_path: Pa
 
 
 def fake_go(tmp_path: Path) -> Path:
-    """A `go` that answers `version` and makes empty binaries for `build -o OUT ...`."""
+    """A `go` that answers `version`, makes empty binaries for `build -o OUT ...` and gives a
+    module directory holding the files build.sh copies for `mod download -json MODULE`."""
     bin_dir = tmp_path / "fakebin"
     bin_dir.mkdir()
     go = bin_dir / "go"
     go.write_text("""#!/bin/bash
 if [ "$1" = version ]; then echo "go version go1.26.7 linux/amd64"; exit 0; fi
+if [ "$1" = mod ]; then
+  dir=$(dirname "$0")/module
+  mkdir -p "$dir/config/crd/bases" "$dir/config/rbac" "$dir/config/webhook"
+  touch "$dir/config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml" \\
+    "$dir/config/rbac/role.yaml" "$dir/config/webhook/manifests.yaml"
+  printf '{\\n\\t"Dir": "%s",\\n}\\n' "$dir"; exit 0
+fi
 shift
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -111,9 +119,10 @@ def test_the_control_plane_build_says_what_it_builds(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert "about" in lines[0] and "minutes" in lines[1], lines
-    assert any("[1/2] kube-apiserver, kube-controller-manager, kube-scheduler, kubectl" in line
+    assert any("[1/3] kube-apiserver, kube-controller-manager, kube-scheduler, kubectl" in line
                for line in lines)
-    assert any("[2/2] etcd" in line for line in lines)
+    assert any("[2/3] etcd" in line for line in lines)
+    assert any("[3/3] the LeaderWorkerSet controller" in line for line in lines)
     again = run(REPO / "tests" / "e2e" / "build.sh", env=env)
     assert "up to date" in again.stdout
 
