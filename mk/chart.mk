@@ -14,6 +14,7 @@ HELM_K8S_MINOR = $(shell sed -n 's#^\s*k8s.io/client-go v0\.\([0-9]*\)\..*#\1#p'
 
 .PHONY: helm chart-lint test-tools
 
+# GOGC=off: the compiler without garbage collection, as tests/e2e/build.sh explains.
 # The version is in the path, so an existing binary is the right one (a fresh clone, as in
 # CI, must not rebuild it because its go.mod looks newer).
 $(HELM): | $(HELM_GOMOD)/go.mod
@@ -22,7 +23,7 @@ $(HELM): | $(HELM_GOMOD)/go.mod
 	@mkdir -p $(dir $(HELM))
 	@echo "helm: building helm $(HELM_VERSION) from the Go module proxy into $(dir $(HELM))" \
 		"(once; about 10 minutes on 2 cores with an empty Go cache)"
-	cd $(HELM_GOMOD) && CGO_ENABLED=0 nice -n 10 $(GO) build -trimpath -ldflags "-s -w \
+	cd $(HELM_GOMOD) && CGO_ENABLED=0 GOGC=$${GOGC:-off} nice -n 10 $(GO) build -trimpath -ldflags "-s -w \
 		-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
 		-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 \
 		-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_K8S_MINOR) \
@@ -71,7 +72,7 @@ $(PROMTOOL): | $(PROMTOOL_GOMOD)/go.mod
 	@mkdir -p $(dir $(PROMTOOL))
 	@echo "promtool: building promtool $(PROMTOOL_VERSION) from the Go module proxy into" \
 		"$(dir $(PROMTOOL)) (once; about 10 minutes on 2 cores with an empty Go cache)"
-	cd $(PROMTOOL_GOMOD) && CGO_ENABLED=0 nice -n 10 $(GO) build -tags remove_all_sd -trimpath \
+	cd $(PROMTOOL_GOMOD) && CGO_ENABLED=0 GOGC=$${GOGC:-off} nice -n 10 $(GO) build -tags remove_all_sd -trimpath \
 		-ldflags "-s -w" -o $(PROMTOOL).tmp github.com/prometheus/prometheus/cmd/promtool
 	mv $(PROMTOOL).tmp $(PROMTOOL)
 	@echo "promtool: built $(PROMTOOL)"

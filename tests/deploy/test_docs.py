@@ -41,6 +41,11 @@ from tests.support.install import (
     REPO,
 )
 from tests.support.kubeapi import FakeKubeAPI
+from tests.support.lws_factories import lws_state
+from webhook.cli.plan_document import plan_document
+from webhook.core.assessment import assess_scale
+from webhook.core.cluster import Snapshot
+from webhook.core.policy import parse_policy
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SHELL_MARKERS = {"run", "check"}
@@ -398,7 +403,16 @@ def test_plan_json_keys_are_the_documented_ones() -> None:
             cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
         assert result.returncode == 0, result.stderr
         printed |= set(json.loads(result.stdout))
+    printed |= set(_leader_worker_set_plan())
     assert documented == printed
+
+
+def _leader_worker_set_plan() -> dict[str, Any]:
+    """The plan document of a LeaderWorkerSet scale-down (it adds its groups)."""
+    lws, objects = lws_state([["node-1", "node-1"], ["node-1", "node-1"]])
+    view = Snapshot(objects)
+    policy = parse_policy({"pools": [{"name": "inference", "deletionCost": 1000}]})
+    return plan_document(view, policy, assess_scale(view, policy, lws, 1, None), None)
 
 
 # --------------------------------------------------------------------------- the screenshot

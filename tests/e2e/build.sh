@@ -17,6 +17,10 @@ binaries=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd)
 k8s_ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION"
 k8s_ldflags+=" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37"
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+# The compiler without garbage collection: about a fifth less CPU for a cold build (measured
+# on k8s.io/client-go: 217 -> 172 CPU seconds) for at most ~1 GB more per compile process.
+# GOGC is not part of the build cache's key, so warm caches stay valid.
+export GOGC=${GOGC:-off}
 
 if ! command -v go >/dev/null 2>&1; then
     if [ -x /usr/local/go/bin/go ]; then

@@ -18,13 +18,12 @@ from ..core.clamp import clamp_scale_down
 from ..core.cluster import KIND_NAMES, KIND_SHORT_NAMES, ClusterView, Snapshot, canonical_kind
 from ..core.decision import preview_scale
 from ..core.kube import controller_ref, labels_of, name_of, namespace_of, replicas_of
+from ..core.leader_worker_set import SET_NAME_LABEL, LwsGroup
 from ..core.owner_sizing import sizing_owner
 from ..core.policy import Policy, policy_for
 from ..core.verdict import placement
 from ..errors import InputError
 
-# The label the LeaderWorkerSet controller puts on every object of a set.
-LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 VICTIM, POSSIBLE_VICTIM, BLOCKED, SURVIVES = "victim", "possible-victim", "blocked", "survives"
 
 
@@ -147,6 +146,7 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
     first_survivor = {}
     for pod in prediction.survivors:
         first_survivor.setdefault(pod.replica_set, pod)
+    group_reasons = _group_reasons(prediction.groups or [], prediction.to_replicas)
 
     def victim_entry(pod: RankedPod) -> dict[str, Any]:
         place = placement(policy, view.node, pod)
@@ -158,6 +158,8 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
             entry["replicaSet"] = pod.replica_set
         if prediction.kind == "StatefulSet":
             entry["reason"] = "ordinal outside the new range"
+        elif pod.name in group_reasons:
+            entry["reason"] = group_reasons[pod.name]
         elif pod.replica_set in first_survivor:
             entry["reason"] = deciding_rule(pod, first_survivor[pod.replica_set])
         else:
@@ -190,6 +192,11 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
     }
     if prediction.order is not None:
         document["order"] = [p.name for p in prediction.order]
+    if prediction.groups is not None:
+        document["groups"] = _group_entries(view, policy, prediction.groups)
+        group_of = {p.name: g.index for g in prediction.groups for p in g.pods}
+        for entry in document["pods"]:
+            entry["group"] = group_of.get(entry["name"])
     if prediction.replica_set_targets:
         document["replicaSets"] = {
             name: {"from": before, "to": after}
@@ -226,6 +233,39 @@ def _pod_entries(view: ClusterView, policy: Policy, assessment: Assessment,
         if pod.replica_set:
             entry["replicaSet"] = pod.replica_set
         entries.append(entry)
+    return entries
+
+
+def _group_reasons(groups: list[LwsGroup], to_replicas: int) -> dict[str, str]:
+    """Why each pod of a LeaderWorkerSet's condemned group goes, by pod name."""
+    reasons = {}
+    for group in groups:
+        if group.index < to_replicas:
+            continue
+        where = f"group {group.index} at or above the new count {to_replicas}"
+        if group.leader is not None:
+            reasons[group.leader.name] = f"leader of {where}"
+        for worker in group.workers:
+            reasons[worker.name] = (f"worker of {where} (garbage-collected with its "
+                                    "leader's worker StatefulSet)")
+    return reasons
+
+
+def _group_entries(view: ClusterView, policy: Policy,
+                   groups: list[LwsGroup]) -> list[dict[str, Any]]:
+    """One entry per LeaderWorkerSet group, highest index first: its pods, pools and fate."""
+    entries = []
+    for group in groups:
+        places = [placement(policy, view.node, pod) for pod in group.pods]
+        pools = list(dict.fromkeys(place.pool for place in places))
+        entries.append({
+            "index": group.index,
+            "leader": group.leader.name if group.leader is not None else None,
+            "workers": [pod.name for pod in group.workers],
+            "pools": pools,
+            "protected": any(place.protected for place in places),
+            "fate": group.fate,
+        })
     return entries
 
 
@@ -283,7 +323,7 @@ def _sized_by_planned_owner(workload: Mapping[str, Any]) -> bool:
     if kind != "StatefulSet" or ref is None:
         return False
     return ref.get("kind") == "LeaderWorkerSet" or (
-        ref.get("kind") == "Pod" and LWS_NAME_LABEL in labels_of(workload))
+        ref.get("kind") == "Pod" and SET_NAME_LABEL in labels_of(workload))
 
 
 def render_audit(documents: list[Mapping[str, Any]], source: str) -> str:
@@ -338,6 +378,7 @@ def render_text(document: Mapping[str, Any]) -> str:
     for name, sizes in (document.get("replicaSets") or {}).items():
         if sizes["from"] != sizes["to"]:
             lines.append(f"  ReplicaSet {name}: {sizes['from']} -> {sizes['to']}")
+    lines.extend(_group_lines(document.get("groups")))
     victims = document["victims"]
     if not victims and not document["blocked"]:
         lines.append("No pod is deleted.")
@@ -373,6 +414,22 @@ def render_text(document: Mapping[str, Any]) -> str:
         lines.append("  unknown to plan: who scales; the webhook does not check requests by "
                      "scaleDown.exemptUsers (" + ", ".join(document["exemptUsers"]) + ")")
     return "\n".join(lines)
+
+
+def _group_lines(groups: list[Mapping[str, Any]] | None) -> list[str]:
+    """A LeaderWorkerSet's groups, highest index first: the unit a scale-down removes."""
+    if not groups:
+        return []
+    rows = [("GROUP", "FATE", "LEADER", "WORKERS", "POOLS")] + [
+        (str(g["index"]), g["fate"], g["leader"] or "<none>", str(len(g["workers"])),
+         ", ".join((pool or "<none>") for pool in g["pools"])
+         + (" (protected)" if g["protected"] else ""))
+        for g in groups
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return ["", "Groups (whole groups go, highest index first):"] + [
+        "  " + "  ".join(cell.ljust(widths[i]) if i < 4 else cell
+                         for i, cell in enumerate(row)).rstrip() for row in rows]
 
 
 def _verdict_word(document: Mapping[str, Any]) -> str:

@@ -3,8 +3,8 @@
 No script, no external fetch (a Content-Security-Policy forbids them): nodes grouped
 by pool, each pod drawn on its node (unscheduled pods apart) and coloured by its fate,
 with its deletion cost and why it goes or might go; victims numbered in deletion order
-within their ReplicaSet; the verdict and the fix on top, and the ReplicaSet split of a
-rollout.
+within their ReplicaSet; the verdict and the fix on top, the ReplicaSet split of a
+rollout, and a LeaderWorkerSet's groups.
 """
 
 from __future__ import annotations
@@ -65,8 +65,9 @@ def render_html(document: Mapping[str, Any]) -> str:
         f"<style>{_STYLE}</style></head><body>",
         _header(document, title),
         "<main>",
-        _legend(_several_replica_sets(document)),
+        _legend(_several_replica_sets(document), "groups" in document),
         _replica_sets(document),
+        _groups(document),
         _pools(document),
         _unscheduled(document),
         _notes(document),
@@ -114,14 +115,17 @@ def _header(document: Mapping[str, Any], title: str) -> str:
     return "\n".join(lines)
 
 
-def _legend(per_replica_set: bool) -> str:
+def _legend(per_replica_set: bool, groups: bool = False) -> str:
     # Each ReplicaSet deletes on its own: no order holds across them.
     order = ("numbered in deletion order within its ReplicaSet" if per_replica_set
              else "numbered in deletion order")
+    # A LeaderWorkerSet's blocked groups wait on groups in the new range, not on one pod.
+    waits = ("kept for now, goes once the groups in the new range are ready" if groups
+             else "waits on an unhealthy pod")
     return ('<p class="legend"><span class="pod victim"><span class="order">1</span>victim, '
             f'{order}</span><span class="pod possible-victim">possible victim: might be '
-            'deleted instead of a victim</span><span class="pod blocked">blocked: condemned, waits '
-            'on an unhealthy pod</span><span class="pod survives">survives</span>'
+            f'deleted instead of a victim</span><span class="pod blocked">blocked: condemned, '
+            f'{waits}</span><span class="pod survives">survives</span>'
             "</p><p>Each pod shows its deletion cost and, for a victim, a possible victim or a "
             "blocked pod, why.</p>")
 
@@ -135,6 +139,23 @@ def _replica_sets(document: Mapping[str, Any]) -> str:
     return ('<h2>ReplicaSets (the Deployment controller splits the change)</h2>'
             f'<table id="replicasets"><tr><th>ReplicaSet</th><th>from</th><th>to</th></tr>'
             f"{rows}</table>")
+
+
+def _groups(document: Mapping[str, Any]) -> str:
+    """A LeaderWorkerSet's groups, highest index first: a scale-down removes whole groups."""
+    groups = document.get("groups")
+    if not groups:
+        return ""
+    rows = "".join(
+        f'<tr data-group="{g["index"]}" data-fate="{escape(g["fate"])}"><td>{g["index"]}</td>'
+        f'<td>{escape(g["fate"])}</td><td>{escape(g["leader"] or "(none)")}</td>'
+        f'<td>{escape(", ".join(g["workers"]) or "(none)")}</td>'
+        f'<td>{escape(", ".join(pool or _NO_POOL for pool in g["pools"]))}'
+        f'{" (protected)" if g["protected"] else ""}</td></tr>'
+        for g in groups)
+    return ('<h2>Groups (whole groups go, highest group index first)</h2>'
+            '<table id="groups"><tr><th>group</th><th>fate</th><th>leader</th><th>workers</th>'
+            f"<th>pools</th></tr>{rows}</table>")
 
 
 def _several_replica_sets(document: Mapping[str, Any]) -> bool:
@@ -203,7 +224,12 @@ def _pod_chip(pod: Mapping[str, Any], show_rs: bool, numbers: Mapping[str, int])
     order = f'<span class="order">{number}</span>' if number is not None else ""
     rs = (f'<span class="rs">[{escape(pod["replicaSet"])}]</span>'
           if show_rs and pod.get("replicaSet") else "")
-    cost = f'<span class="cost">cost {pod["deletionCost"]}</span>'
+    if pod.get("group") is not None:
+        rs = f'<span class="rs">[group {pod["group"]}]</span>'
+
+    # A LeaderWorkerSet's pods go by group index: their cost plays no part.
+    cost = ("" if pod.get("group") is not None
+            else f'<span class="cost">cost {pod["deletionCost"]}</span>')
     reason = pod.get("reason")
     why = f'<span class="reason">{escape(reason)}</span>' if reason else ""
     title = fate + (f": {reason}" if reason else "")

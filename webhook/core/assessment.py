@@ -37,7 +37,8 @@ def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
     prediction = predict_scale(view, workload, to_replicas, now_ns, burst)
     protected = protection(policy, view.node)
     verdict = evaluate(policy, prediction, view.node, protected)
-    if not quick or (verdict.violations and prediction.prefix_order is not None):
+    one_prediction = prediction.prefix_order is not None or prediction.groups is not None
+    if not quick or (verdict.violations and one_prediction):
         verdict.safe_replicas = smallest_safe_replicas(view, policy, workload, prediction,
                                                        now_ns, protected, burst, quick)
     if verdict.violations:
@@ -60,11 +61,14 @@ def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[
     """The lowest replica count whose scale-down removes no protected-pool pod now.
 
     Whatever the requested count: 0 when no pod runs on a protected pool, the number of
-    active pods when even one deletion could take a protected pod. None with `quick`
+    active pods when even one deletion could take a protected pod (for a LeaderWorkerSet,
+    counted in groups). None with `quick`
     when finding it would take re-predictions.
     """
     if protected is None:
         protected = protection(policy, view.node)
+    if prediction.groups is not None:
+        return _safe_groups(prediction, protected)
     if prediction.prefix_order is None:
         return None if quick else _search_safe_replicas(
             view, policy, workload, now_ns, burst,
@@ -99,6 +103,16 @@ def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[
         else:
             safe = middle
     return len(order) - safe
+
+
+def _safe_groups(prediction: ScalePrediction, protected: Protection) -> int:
+    """A LeaderWorkerSet's: whole groups go, highest index first, so the count that keeps
+    every group with a pod on a protected pool (at most the current count: a surge group
+    above it goes whatever the count)."""
+    assert prediction.groups is not None
+    highest = max((group.index for group in prediction.groups
+                   if any(_protected_flags(group.pods, protected))), default=-1)
+    return min(highest + 1, max(prediction.from_replicas, prediction.to_replicas))
 
 
 def _safe_prefix_length(order: list[Any], protected: Any, kind: str) -> int:
@@ -151,7 +165,13 @@ def _fix_text(prediction: ScalePrediction, safe: int | None) -> str:
     elif prediction.to_replicas < safe < prediction.from_replicas:
         options.append(f"scale to {safe} replicas or more for now (the smallest count that "
                        "removes no protected-pool pod)")
-    if prediction.kind == "StatefulSet":
+    if prediction.kind == "LeaderWorkerSet":
+        # Deletion cost does not apply: whole groups go, highest group index first.
+        fewer = "" if options else ", or scale down fewer groups"
+        options.append("keep the highest-index groups' pods outside protected pools (a "
+                       "LeaderWorkerSet removes whole groups, highest group index first, "
+                       f"and deletion cost plays no part){fewer}")
+    elif prediction.kind == "StatefulSet":
         # Deletion cost does not apply: a StatefulSet always removes its highest ordinals.
         options.append("run the highest ordinals outside protected pools (for example with "
                        "pod affinity or a pool-pinned StatefulSet per pool)")

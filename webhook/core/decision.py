@@ -39,8 +39,19 @@ class ScalePreview:
 
 
 def template_labels(workload: Mapping[str, Any]) -> Mapping[str, str]:
-    """The labels of the workload's pod template (what the podSelector is matched against)."""
-    template = spec_of(workload).get("template") or {}
+    """The labels of the workload's pod template (what the podSelector is matched against).
+
+    A LeaderWorkerSet's is its worker template: every worker's, and every leader's
+    unless a leader template is set (sigs.k8s.io/lws leaderworkerset_controller.go,
+    `constructLeaderStatefulSetApplyConfiguration`).
+    """
+    spec = spec_of(workload)
+    if workload.get("kind") == "LeaderWorkerSet":
+        spec = spec.get("leaderWorkerTemplate") or {}
+        template = spec.get("workerTemplate") if isinstance(spec, Mapping) else None
+    else:
+        template = spec.get("template")
+    template = template or {}
     return ((template.get("metadata") or {}) if isinstance(template, Mapping) else {}).get(
         "labels") or {}
 

@@ -5,6 +5,7 @@ Deployments: pkg/controller/deployment/sync.go (`scale`, see `deployment_sync`) 
 util/deployment_util.go (see `deployment_util`).
 StatefulSets: pkg/controller/statefulset/stateful_set_control.go (see
 `stateful_set_control`).
+LeaderWorkerSets: sigs.k8s.io/lws pkg/controllers (see `leader_worker_set`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from .kube import (
     replicas_of,
     spec_of,
 )
+from .leader_worker_set import BLOCKED, VICTIM, LwsGroup, scale_groups
 from .ownership import (
     controller_of,
     identity_of,
@@ -93,6 +95,9 @@ class ScalePrediction:
     # Along `prefix_order`, what every chain of syncs can delete (scale-downs larger than
     # one sync); None for StatefulSets, which delete by ordinal.
     prefix_chain: ChainBound | None = None
+    # LeaderWorkerSets: every group (leader and workers) with its fate, highest index first.
+    groups: list[LwsGroup] | None = None
+    pods_per_replica: int = 1  # a LeaderWorkerSet's group size
 
     @property
     def possible_victims(self) -> list[RankedPod]:
@@ -117,6 +122,8 @@ def predict_scale(
         return _predict_deployment(view, workload, to_replicas, now_ns, burst)
     if kind == "StatefulSet":
         return _predict_statefulset(view, workload, to_replicas)
+    if kind == "LeaderWorkerSet":
+        return _predict_leader_worker_set(view, workload, to_replicas)
     raise ValueError(f"cannot predict a scale of kind {kind!r}")
 
 
@@ -362,3 +369,28 @@ def stateful_ordinal(pod_name: str, set_name: str) -> int | None:
     # getParentNameAndOrdinal: strconv.ParseInt(ordinal, 10, 32); on error the ordinal is
     # -1 and the controller ignores the pod.
     return go_parse_int(match.group(2), 32)
+
+
+# --- LeaderWorkerSet -------------------------------------------------------------------
+
+
+def _predict_leader_worker_set(view: ClusterView, lws: Mapping[str, Any],
+                               to_replicas: int) -> ScalePrediction:
+    """Whole groups go, highest index first (`leader_worker_set`); the surge groups the
+    controller keeps for now are `blocked`. No prefix order: a smaller target removes
+    whole groups, not a prefix of pods (`assessment` counts groups instead)."""
+    prediction = _empty_prediction(lws, to_replicas)
+    scale = scale_groups(view, lws, to_replicas)
+    prediction.groups = scale.groups
+    prediction.pods_per_replica = scale.size
+    for group in scale.groups:
+        if group.fate == VICTIM:
+            prediction.victims.extend(group.pods)
+        elif group.fate == BLOCKED and scale.wait is not None:
+            prediction.blocked.extend(Blocked(pod, scale.wait) for pod in group.pods)
+        else:
+            prediction.survivors.extend(group.pods)
+    prediction.order = (prediction.victims + [b.pod for b in prediction.blocked]
+                        + prediction.survivors)
+    prediction.notes.extend(scale.notes)
+    return prediction

@@ -14,6 +14,8 @@ from .prediction import ScalePrediction
 
 RULE_PROTECTED_LAST = "protectedLast"
 RULE_MIN_PROTECTED = "minProtectedReplicas"
+# Kinds that delete by ordinal, where deletion cost plays no part.
+_BY_ORDINAL = ("StatefulSet", "LeaderWorkerSet")
 _MAX_NAMED = 5
 
 NodeLookup = Callable[[str], Mapping[str, Any] | None]
@@ -167,13 +169,13 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
             f"survive{'s' if len(surviving_other) == 1 else ''}"
         )))
     protected_total = sum(flags)
-    required = rules.required_protected(prediction.to_replicas)
+    required = rules.required_protected(_counted_replicas(prediction))
     remaining = protected_total - len(lost_protected)
     if lost_protected and remaining < required:
         verdict.violations.append(Violation(RULE_MIN_PROTECTED, (
             f"leaves {remaining} pod{_s(range(remaining))} on protected pools "
             f"({', '.join(policy.protected_pool_names) or 'none'}); "
-            f"minProtectedReplicas requires {_required_text(rules, prediction.to_replicas)}; "
+            f"minProtectedReplicas requires {_required_text(rules, prediction)}; "
             f"it removes {_names(lost_protected, describe)}"
         )))
     elif remaining < required:
@@ -183,7 +185,7 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
         )
     if verdict.violations:
         verdict.allowed = rules.enforcement != "enforce"
-        if prediction.kind != "StatefulSet":  # deletion cost plays no part there
+        if prediction.kind not in _BY_ORDINAL:  # deletion cost plays no part there
             _add_cost_hint(verdict, lost_protected, surviving_other, describe)
     return verdict
 
@@ -219,12 +221,26 @@ def _everyone(prediction: ScalePrediction) -> list[RankedPod]:
     return prediction.victims + prediction.survivors
 
 
-def _required_text(rules: ScaleDownPolicy, replicas: int) -> str:
-    """How many pods minProtectedReplicas asks for at `replicas`, and why, in words."""
+def _counted_replicas(prediction: ScalePrediction) -> int:
+    """The pods minProtectedReplicas counts at the target: a LeaderWorkerSet's replica is a
+    group, and the rule counts each of its pods."""
+    return prediction.to_replicas * prediction.pods_per_replica
+
+
+def _required_text(rules: ScaleDownPolicy, prediction: ScalePrediction) -> str:
+    """How many pods minProtectedReplicas asks for at the target, and why, in words."""
+    replicas = _counted_replicas(prediction)
     required = rules.required_protected(replicas)
     value = rules.min_protected_replicas
+    if isinstance(value, str) and prediction.pods_per_replica != 1:
+        return (f"{required} ({value} of the {replicas} pods of {prediction.to_replicas} "
+                f"groups of {prediction.pods_per_replica}, rounded up)")
     if isinstance(value, str):
         return f"{required} ({value} of {replicas} replicas, rounded up)"
+    if required > replicas and prediction.pods_per_replica != 1:
+        return (f"{required}, more than the {replicas} pods of the {prediction.to_replicas} "
+                "groups asked for, so a scale to that count that removes a protected pod "
+                "always breaks it")
     if required > replicas:
         return (f"{required}, more than the {replicas} replicas asked for, "
                 f"so a scale below {required} that removes a protected pod always breaks it")

@@ -1,0 +1,100 @@
+"""`plan` outputs for a LeaderWorkerSet: its groups in text, JSON and HTML."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from tests.support import factories as f
+from tests.support import lws_factories as lf
+from webhook.cli.plan_document import plan_document, render_text
+from webhook.cli.plan_html import render_html
+from webhook.core.assessment import assess_scale
+from webhook.core.cluster import Snapshot
+from webhook.core.kube import parse_time_ns
+from webhook.core.policy import parse_policy
+
+NOW = parse_time_ns("2026-03-15T12:00:00Z")
+POLICY = parse_policy({"pools": [{"name": "inference", "deletionCost": 1000, "protected": True},
+                                 {"name": "hybrid", "deletionCost": -100}]})
+NODES = [f.node("inf-1", "inference"), f.node("hyb-1", "hybrid"), f.node("hyb-2", "hybrid")]
+
+
+def document(layout: list[list[str]], to: int) -> dict[str, Any]:
+    lws, objects = lf.lws_state(layout)
+    view = Snapshot([*NODES, *objects])
+    # through JSON, as `plan --output json` prints it
+    return json.loads(json.dumps(plan_document(view, POLICY, assess_scale(
+        view, POLICY, lws, to, NOW), NOW)))
+
+
+def test_json_has_one_entry_per_group_with_its_pods_pools_and_fate():
+    doc = document([["hyb-1", "hyb-2", "hyb-2"], ["hyb-1", "hyb-1", "hyb-2"],
+                    ["hyb-2", "inf-1", "hyb-1"]], 2)
+    assert doc["groups"] == [
+        {"index": 2, "leader": "llm-2", "workers": ["llm-2-1", "llm-2-2"],
+         "pools": ["hybrid", "inference"], "protected": True, "fate": "victim"},
+        {"index": 1, "leader": "llm-1", "workers": ["llm-1-1", "llm-1-2"],
+         "pools": ["hybrid"], "protected": False, "fate": "survives"},
+        {"index": 0, "leader": "llm-0", "workers": ["llm-0-1", "llm-0-2"],
+         "pools": ["hybrid"], "protected": False, "fate": "survives"},
+    ]
+    assert [v["name"] for v in doc["victims"]] == ["llm-2", "llm-2-1", "llm-2-2"]
+    assert doc["victims"][1]["reason"] == (
+        "worker of group 2 at or above the new count 2 (garbage-collected with its leader's "
+        "worker StatefulSet)")
+    assert doc["victims"][0]["reason"] == "leader of group 2 at or above the new count 2"
+    assert {p["name"]: p["group"] for p in doc["pods"]}["llm-1-2"] == 1
+    assert doc["order"][:3] == ["llm-2", "llm-2-1", "llm-2-2"]
+    assert not doc["allowed"] and doc["safeReplicas"] == 3
+    fix = doc["violations"][0]["message"].partition("; fix: ")[2]
+    assert "lower deletion cost" not in fix and "highest group index first" in fix
+
+
+def test_other_kinds_have_no_groups_key():
+    rs = f.replicaset("web", replicas=1)
+    view = Snapshot([rs, *NODES, f.pod("web-0", owner=rs, node_name="hyb-1")])
+    doc = plan_document(view, POLICY, assess_scale(view, POLICY, rs, 0, NOW), NOW)
+    assert "groups" not in doc and "group" not in doc["pods"][0]
+
+
+def test_text_shows_the_groups_table():
+    text = render_text(document([["hyb-1", "hyb-2"], ["inf-1", "hyb-1"]], 1))
+    lines = text.splitlines()
+    start = lines.index("Groups (whole groups go, highest index first):")
+    assert [line.split() for line in lines[start + 1:start + 4]] == [
+        ["GROUP", "FATE", "LEADER", "WORKERS", "POOLS"],
+        ["1", "victim", "llm-1", "1", "inference,", "hybrid", "(protected)"],
+        ["0", "survives", "llm-0", "1", "hybrid"],
+    ]
+    assert "Verdict: DENIED" in text
+
+
+def test_html_shows_the_groups_and_each_pods_group_without_costs():
+    html = render_html(document([["hyb-1", "hyb-2"], ["inf-1", "hyb-1"]], 1))
+    assert '<table id="groups">' in html
+    assert re.search(r'<tr data-group="1" data-fate="victim"><td>1</td><td>victim</td>'
+                     r"<td>llm-1</td><td>llm-1-1</td><td>inference, hybrid \(protected\)</td>",
+                     html)
+    chip = re.search(r'<span class="pod victim" data-pod="llm-1-1".*?</span></span>', html)
+    assert chip and "[group 1]" in chip.group(0) and "cost" not in chip.group(0)
+    assert "goes once the groups in the new range are ready" in html
+
+
+def test_surge_groups_the_controller_keeps_are_blocked_in_json_and_text():
+    # to 1 with maxSurge 1, maxUnavailable 0: group 0 is not ready, so 1 + 1 groups stay
+    lws = lf.leader_worker_set("llm", replicas=3, size=2, max_surge=1, max_unavailable=0)
+    sts = lf.leader_statefulset(lws)
+    objects = [lws, sts, *lf.group(lws, sts, 0, ["hyb-1", "hyb-1"], ready=False),
+               *lf.group(lws, sts, 1, ["hyb-1", "hyb-2"], ready=False),
+               *lf.group(lws, sts, 2, ["inf-1", "hyb-2"])]
+    view = Snapshot([*NODES, *objects])
+    doc = plan_document(view, POLICY, assess_scale(view, POLICY, lws, 1, NOW), NOW)
+    assert [(g["index"], g["fate"]) for g in doc["groups"]] == [
+        (2, "victim"), (1, "blocked"), (0, "survives")]
+    assert [(b["name"], b["waitingOn"]) for b in doc["blocked"]] == [
+        ("llm-1", "llm-0"), ("llm-1-1", "llm-0")]
+    assert "not ready and updated" in doc["blocked"][0]["reason"]
+    text = render_text(doc)
+    assert "Blocked (deleted only once the controller stops waiting): llm-1 waits on llm-0" in text
