@@ -7,13 +7,16 @@ an Argo Rollout; template validation stays with the apps/v1 kinds.
 
 from __future__ import annotations
 
+import base64
 import copy
+import json
 
 import pytest
 
 from tests.support import factories as f
 from tests.support import reviews
 from tests.support.custom_kinds import leaderworkerset, rollout
+from tests.support.lws_factories import lws_state
 from webhook.admission.app import respond
 from webhook.admission.handlers import (
     Context,
@@ -173,3 +176,48 @@ def test_template_costs_are_checked_for_the_apps_kinds_only(key):
         "controller.kubernetes.io/pod-deletion-cost": "x"}
     denied = review_workload(parse_review(reviews.workload_create(deploy)), context())
     assert denied.response["allowed"] is False
+
+
+# ----- judged end to end (the LeaderWorkerSet prediction) --------------------------------
+
+
+def lws_context(**kwargs) -> Context:
+    """Three groups of two: group 0 on the hybrid pool, groups 1 and 2 on the inference pool."""
+    _, objects = lws_state([["hyb-1", "hyb-1"], ["inf-1", "inf-1"], ["inf-1", "inf-1"]])
+    return context(*objects, **kwargs)
+
+
+LWS_DENIAL = ("poolguard: scaling LeaderWorkerSet ml/llm from 3 to 2 breaks the "
+              "inference-pool policy: [protectedLast] would delete protected-pool pods llm-2 "
+              "(node inf-1, pool inference), llm-2-1 (node inf-1, pool inference) while")
+
+
+@pytest.mark.parametrize("via", ["scale", "replicas"])
+def test_an_unsafe_leaderworkerset_scale_down_is_denied_like_a_deployments(via):
+    request = scale("lws") if via == "scale" else replicas_update("lws")
+    if via == "replicas":  # the cache's LeaderWorkerSet, as lws_state builds it
+        request["oldObject"] = copy.deepcopy(lws_context().view.workload(
+            "LeaderWorkerSet", "ml", "llm"))
+        request["object"] = copy.deepcopy(request["oldObject"])
+        request["object"]["spec"]["replicas"] = 2
+    answer = respond("/validate-scale", review_scale, request, lws_context())
+    assert answer["allowed"] is False and answer["status"]["code"] == 403
+    assert answer["status"]["message"].startswith(LWS_DENIAL)
+    assert answer["auditAnnotations"] == {"victims": "llm-2,llm-2-1", "verdict": "denied",
+                                          "rules": "protectedLast"}
+    warned = respond("/validate-scale", review_scale, request,
+                     lws_context(pol=policy(scaleDown={"enforcement": "warn"})))
+    assert warned["allowed"] is True
+    assert warned["warnings"][0].startswith("poolguard: scaling LeaderWorkerSet ml/llm from 3 "
+                                            "to 2 breaks the policy (enforcement: warn)")
+    assert warned["auditAnnotations"]["verdict"] == "violation-warn"
+
+
+def test_an_autoscalers_leaderworkerset_scale_down_is_clamped():
+    answer = respond("/mutate-scale", review_scale_clamp, scale("lws", 3, 1, via="hpa"),
+                     lws_context())
+    assert answer["allowed"] is True
+    assert json.loads(base64.b64decode(answer["patch"])) == [
+        {"op": "replace", "path": "/spec/replicas", "value": 3}]
+    assert answer["auditAnnotations"] == {"clamped": "3->1 became 3->3",
+                                          "rules": "protectedLast"}
