@@ -19,6 +19,9 @@ def main(run_dir: Path) -> int:
         differential = {"states": 0, "mismatches": 0, "failed": True}
     print(f"e2e: {results['passed']}/{results['scenarios']} scenarios pass; differential: "
           f"{differential['states']} states, {differential['mismatches']} mismatches")
+    # Which situations the differential's states covered (a class at 0 is not listed).
+    for name, count in (differential.get("classes") or {}).items():
+        print(f"  differential states: {count:4d}  {name}")
     bad = (results["passed"] != results["scenarios"] or not results["scenarios"]
            or differential["mismatches"] or differential.get("failed"))
     return 1 if bad else 0

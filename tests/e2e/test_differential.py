@@ -3,16 +3,25 @@
 For each seed, a random but realistic state is built in its own namespace: a Deployment
 (sometimes mid-rollout with two or three ReplicaSets, paused or left where its new
 ReplicaSet's unavailable pods stop it; sometimes with minReadySeconds), a bare ReplicaSet or
-a StatefulSet; pods placed on the fake Nodes of every pool (several per node) or left
-unscheduled, with the costs poolguard's binding webhook sets and some a person set,
-phases Running/Pending/Unknown/Failed, ready or not, ready for seconds to days,
-restarts, sidecars. The driver is these pods' scheduler (schedulerName e2e-driver, bound
+a StatefulSet (OrderedReady or Parallel, sometimes with ordinals.start; either every pod
+given a random fate as it is created, or all made Running and Ready and then some of the
+pods the scale-down condemns, sometimes one it keeps, turned Pending, not ready, Unknown
+with Ready=True, Unknown or Failed); pods placed on the fake Nodes of every pool (several
+per node) or left unscheduled, with the costs poolguard's binding webhook sets and some a
+person set, phases Running/Pending/Unknown/Failed, ready or not, ready for seconds to
+days, restarts, sidecars. The driver is these pods' scheduler (schedulerName e2e-driver, bound
 through pods/binding) and kubelet (it writes their status). Then `plan` predicts the
 victims of a scale-down, `kubectl scale` performs it, and the pods the controllers really
 deleted are compared:
 
-  pass = every deleted pod is a predicted victim or possible victim, and every victim
-         plan marked certain (not left to the controller's tie-break) was deleted.
+  pass = every deleted pod is a predicted victim or possible victim, every victim
+         plan marked certain (not left to the controller's tie-break) was deleted, and no
+         pod plan called blocked (a StatefulSet's condemned pod the controller waits
+         before deleting) was deleted; a scale-down with blocked pods is watched for
+         STALL_MARGIN seconds more after the controller's deletions settled.
+
+The class of each state (which kind, which rollout or StatefulSet situation, what plan
+predicted) is counted in RUN_DIR/differential.json and printed by tests/e2e/summary.py.
 
 E2E_STATES (default 200), E2E_SEED (first seed, default 1), E2E_PARALLEL (default 8).
 A failing seed is printed; its state (plan --save-state), plan document and deletions
@@ -27,16 +36,18 @@ import os
 import random
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from tests.e2e.controlplane import wait_for
 from tests.e2e.fake_kubelet import STRATEGIC, pod_status
-from tests.e2e.harness import COST_ANNOTATION, NODES, Environment, node_names
+from tests.e2e.harness import COST_ANNOTATION, NODES, Environment, is_active, node_names
 from tests.e2e.workloads import (
     active_pods,
     apply,
@@ -45,7 +56,9 @@ from tests.e2e.workloads import (
     deployment,
     owners_of,
     pod_template,
+    replica_sets,
     replicaset,
+    running_ready,
     statefulset,
     wait_settled,
 )
@@ -56,6 +69,17 @@ PLACED = "e2e.poolguard.dev/placed"  # the driver has decided this pod's fate
 AGES = (3, 20, 90, 600, 3600, 5 * 3600, 86400, 3 * 86400)  # seconds ready
 POOL_WEIGHTS = {"inference": 4, "hybrid": 4, "training": 2}
 MIN_READY = 1800  # seconds; between AGES' 600 and 3600 with their +-20%
+# How a StatefulSet pod turns unhealthy: (phase, Ready condition). Unknown with Ready=True
+# is a node that stopped reporting: the controller reads only the Ready condition to find
+# the first unavailable pod, but wants phase Running too before deleting one.
+UNHEALTHY = {"Pending": ("Pending", False), "NotReady": ("Running", False),
+             "UnknownReady": ("Unknown", True), "Unknown": ("Unknown", False),
+             "Failed": ("Failed", False)}
+# After the controller's deletions settled, how long a scale-down with blocked pods is
+# watched more: the controller deletes the next condemned pod on the event of the last
+# one's removal, within a sync (well under a second here), so a blocked pod it did not
+# wait on would be gone long before this.
+STALL_MARGIN = 10.0
 
 
 @dataclass
@@ -64,6 +88,7 @@ class Outcome:
     description: str
     problems: list[str]
     error: str | None = None
+    classes: list[str] = field(default_factory=list)
 
 
 class State:
@@ -74,10 +99,13 @@ class State:
         self.rng = random.Random(seed)
         self.ns = f"diff-{seed}"
         self.kind = self.rng.choices(["Deployment", "ReplicaSet", "StatefulSet"],
-                                     [6, 2, 2])[0]
+                                     [6, 2, 3])[0]
         self.replicas = self.rng.randint(2, 10 if self.kind != "StatefulSet" else 7)
         self.sidecar = self.rng.random() < 0.3
         self.description = f"{self.kind} replicas={self.replicas}"
+        self.policy, self.start = "", 0  # a StatefulSet's podManagementPolicy, ordinals.start
+        self.paused = False
+        self.target: int | None = None  # chosen while building when the state depends on it
 
     # -- building --
 
@@ -95,14 +123,13 @@ class State:
             apply(self.env, self.ns, replicaset("w", self.replicas, self.template(1)))
             self.drive(rounds=3)
         elif self.kind == "StatefulSet":
-            policy = rng.choice(["OrderedReady", "Parallel"])
-            self.description += f" {policy}"
-            apply(self.env, self.ns, statefulset("w", self.replicas, self.template(1),
-                                                 policy=policy))
-            self.drive(rounds=self.replicas + 2 if policy == "OrderedReady" else 3)
+            self.build_statefulset()
         else:
             revisions = rng.choice([1, 1, 2, 2, 3])
-            surge = rng.choice([1, 2, "25%", "50%"])
+            # 100%: the new ReplicaSet comes up at full size beside the old one, and a
+            # scale-down to its available count then splits so that the Deployment
+            # controller's next sync may read a stale saturation.
+            surge = rng.choice([1, 2, "25%", "50%", "100%"])
             unavailable = rng.choice([0, 1, "25%"])
             # Pods ready for less than minReadySeconds are not available. No pod's age
             # (AGES, +-20%) comes near 1800 s, so none turns available while a state runs.
@@ -120,11 +147,74 @@ class State:
             if revisions > 1 and rng.random() < 0.5:
                 self.env.kubectl("-n", self.ns, "rollout", "pause", "deployment/w", check=True)
                 self.description += " paused"
+                self.paused = True
                 self.drive(rounds=1)
             elif revisions > 1:
                 self.description += " unpaused"
                 self.drive(rounds=1)
         self.settle()
+
+    def build_statefulset(self) -> None:
+        """Random fates as pods are created, or (degraded) every pod Running and Ready,
+        then some the coming scale-down condemns turned unhealthy (a node gone, a probe
+        failing, a crash), sometimes one it keeps too."""
+        rng = self.rng
+        self.policy = rng.choice(["OrderedReady", "Parallel"])
+        self.start = rng.choice([0, 0, 0, 1, 4])
+        degraded = rng.random() < 0.6
+        self.description += f" {self.policy} start={self.start}"
+        apply(self.env, self.ns, statefulset("w", self.replicas, self.template(1),
+                                             policy=self.policy, start=self.start))
+        if not degraded:
+            self.drive(rounds=self.replicas + 2 if self.policy == "OrderedReady" else 3)
+            return
+        self.all_healthy()
+        self.target = rng.randint(0, self.replicas - 1)
+        first = self.start + self.target  # the lowest condemned ordinal
+        condemned = list(range(first, self.start + self.replicas))
+        chosen = rng.sample(condemned, rng.randint(1, len(condemned)))
+        if self.target and rng.random() < 0.4:
+            chosen.append(rng.randrange(self.start, first))
+        fates = []
+        for ordinal in sorted(chosen):
+            how = rng.choice(list(UNHEALTHY))
+            self.make_unhealthy(f"w-{ordinal}", *UNHEALTHY[how])
+            fates.append(f"{ordinal}:{how}")
+        self.description += f" unhealthy={','.join(fates)}"
+        # A Failed pod the controller reaches in range is deleted and created again.
+        self.drive(rounds=2)
+
+    def all_healthy(self) -> None:
+        """Every pod of the StatefulSet created, bound and Running and Ready."""
+        wanted = {f"w-{o}" for o in range(self.start, self.start + self.replicas)}
+
+        def check() -> bool:
+            self.env.plane.check_alive()
+            pods = [p for p in self.env.pods(self.ns) if is_active(p)]
+            for pod in pods:
+                if PLACED not in (pod["metadata"].get("annotations") or {}):
+                    self.place(pod, healthy=True)
+            return wanted <= {p["metadata"]["name"] for p in pods} and all(
+                PLACED in (p["metadata"].get("annotations") or {}) for p in pods)
+
+        wait_for(f"every pod of w in {self.ns} Running and Ready", check, timeout=180,
+                 interval=0.5)
+        self.settle(quiet=False)
+
+    def make_unhealthy(self, name: str, phase: str, ready: bool) -> None:
+        """What the kubelet (or the node controller, for Unknown) writes when a pod
+        stops being Running and Ready: `phase`, and the Ready condition `ready`."""
+        pod = self.env.api_get(f"/api/v1/namespaces/{self.ns}/pods/{name}")
+        now = dt.datetime.now(dt.UTC)
+        status = pod_status(pod, phase=phase, ready=False,
+                            ready_since=now - dt.timedelta(seconds=30),
+                            started=now - dt.timedelta(seconds=3600))
+        if ready:  # pod_status ties Ready to Running; a lost node's pod keeps Ready=True
+            for condition in status["conditions"]:
+                if condition["type"] in ("Ready", "ContainersReady"):
+                    condition["status"] = "True"
+        self.env.core.patch_namespaced_pod_status(name, self.ns, {"status": status},
+                                                  _content_type=STRATEGIC)
 
     def settle(self, quiet: bool = True) -> None:
         """Until the controllers caught up; with `quiet`, and then nothing moved for a
@@ -144,25 +234,25 @@ class State:
             for pod in fresh:
                 self.place(pod)
 
-    def place(self, pod: dict[str, Any]) -> None:
+    def place(self, pod: dict[str, Any], healthy: bool = False) -> None:
         """Mark, bind and give a status to one pod; a pod a controller deleted meanwhile
         (a rollout scaling an old ReplicaSet down as others turn ready) is skipped, at
         whichever of these steps its deletion shows (a 404, or a binding refused)."""
         name = pod["metadata"]["name"]
         try:
-            self._place(name)
+            self._place(name, healthy)
         except ApiException:
             current = self.env.api_get(f"/api/v1/namespaces/{self.ns}/pods/{name}")
             if current.get("kind") == "Pod" and not current["metadata"].get("deletionTimestamp"):
                 raise
 
-    def _place(self, name: str) -> None:
+    def _place(self, name: str, healthy: bool) -> None:
         rng, core = self.rng, self.env.core
         marks = {PLACED: "true"}
         if rng.random() < 0.15 and self.kind != "StatefulSet":  # a person's cost
             marks[COST_ANNOTATION] = str(rng.choice([-1000, -100, -1, 0, 7, 1000, 5000]))
         core.patch_namespaced_pod(name, self.ns, {"metadata": {"annotations": marks}})
-        if rng.random() < 0.08:
+        if rng.random() < 0.08 and not healthy:
             return  # left unscheduled (no node fits, say)
         pool = rng.choices(list(POOL_WEIGHTS), list(POOL_WEIGHTS.values()))[0]
         node = rng.choices(node_names(pool), [3, 2, 1][:NODES[pool]])[0]
@@ -171,10 +261,13 @@ class State:
         if bound.get("kind") != "Pod":  # a Status: deleted since the binding
             return
         phase = rng.choices(["Running", "Pending", "Unknown", "Failed"], [85, 8, 4, 3])[0]
+        ready = phase == "Running" and rng.random() < 0.8
+        if healthy:
+            phase, ready = "Running", True
         now = dt.datetime.now(dt.UTC)
         ready_for = rng.choice(AGES) * rng.uniform(0.8, 1.2)
         status = pod_status(
-            bound, phase=phase, ready=phase == "Running" and rng.random() < 0.8,
+            bound, phase=phase, ready=ready,
             ready_since=now - dt.timedelta(seconds=ready_for),
             started=now - dt.timedelta(seconds=ready_for + 5),
             restarts=rng.choice([0, 0, 0, 1, 2, 7]),
@@ -195,6 +288,49 @@ class State:
                                                   rs["metadata"]["name"]))
         return int((newest.get("status") or {}).get("availableReplicas") or 0)
 
+    # -- what the state exercises --
+
+    def situation(self, target: int) -> list[str]:
+        """The classes of the state plan reads (before the scale)."""
+        if self.kind == "ReplicaSet":
+            return ["ReplicaSet"]
+        if self.kind == "StatefulSet":
+            pods = [p for p in self.env.pods(self.ns) if not p["metadata"].get("deletionTimestamp")]
+            condemned = [p for p in pods if self.ordinal(p["metadata"]["name"])
+                         >= self.start + target]
+            health = ("unhealthy" if any(not running_ready(p) for p in condemned)
+                      else "healthy")
+            classes = [f"StatefulSet {self.policy}, {health} condemned pods"]
+            return classes + (["StatefulSet with ordinals.start"] if self.start else [])
+        replicasets = replica_sets(self.env, self.ns)
+        if len([rs for rs in replicasets if rs["spec"].get("replicas")]) < 2:
+            return ["Deployment, one ReplicaSet"]
+        newest = max(replicasets, key=lambda rs: (rs["metadata"]["creationTimestamp"],
+                                                  rs["metadata"]["name"]))
+        status = newest.get("status") or {}
+        unavailable = int(status.get("replicas") or 0) - int(status.get("availableReplicas") or 0)
+        return [f"Deployment mid-rollout {'paused' if self.paused else 'unpaused'}, new "
+                f"ReplicaSet {'with' if unavailable > 0 else 'without'} unavailable pods"]
+
+    def predicted(self, document: dict[str, Any], target: int, deleted: set[str]) -> list[str]:
+        """The classes of what plan predicted (and of what the controllers did with it)."""
+        classes = []
+        if any("availableReplicas may still count" in w for w in document["warnings"]):
+            classes.append("Deployment stale-availability race predicted")
+        blocked = document.get("blocked") or []
+        if blocked:
+            on_condemned = self.ordinal(blocked[0]["waitingOn"]) >= self.start + target
+            classes.append("StatefulSet stall predicted at a condemned pod" if on_condemned
+                           else "StatefulSet wait predicted on the new range")
+        if document["possibleVictims"] and deleted & set(document["possibleVictims"]):
+            classes.append("a possible victim deleted")
+        return classes
+
+    @staticmethod
+    def ordinal(name: str) -> int:
+        """The ordinal of a pod of StatefulSet w."""
+        return int(name.rsplit("-", 1)[1])
+
     # -- the experiment --
 
     def run(self) -> Outcome:
@@ -205,11 +341,14 @@ class State:
                     "StatefulSet": "statefulset"}[self.kind]
         current = self.env.api_get(
             f"/apis/apps/v1/namespaces/{self.ns}/{workload}s/w")["spec"]["replicas"]
-        target = self.rng.randint(0, current - 1)
+        target = self.rng.randint(0, current - 1) if self.target is None else self.target
         available = self.new_replicaset_available()
-        if available is not None and 0 < available < current and self.rng.random() < 0.4:
+        if available is not None and 0 < available < current and self.rng.random() < 0.75:
             # The count a stale availableReplicas can reach: the Deployment controller's
-            # next sync may then find the new ReplicaSet saturated.
+            # next sync may then find the new ReplicaSet saturated. Mostly this count: the
+            # race also needs the proportional split to give the new ReplicaSet exactly
+            # it, which only some rollouts do (a percentage maxSurge, the new ReplicaSet
+            # at full size).
             target = available
         self.description += f" -> {target}"
         saved = self.out / f"seed-{self.seed}.state.yaml"
@@ -217,21 +356,26 @@ class State:
                              "--save-state", str(saved))
         planned = time.monotonic()
         before = active_pods(self.env, self.ns)
+        classes = self.situation(target)
         scaled = self.env.kubectl("-n", self.ns, "scale", f"{workload}/w",
                                   f"--replicas={target}")
         assert scaled.code == 0, str(scaled)
         self.settle()
+        if document.get("blocked"):  # the controller waits: it must go on waiting
+            time.sleep(STALL_MARGIN)
+            self.settle()
         self.description += (f" [build {planned - started - (planned - built):.0f}s, plan "
                              f"{planned - built:.1f}s, scale {time.monotonic() - planned:.0f}s]")
         deleted = set(before) - set(active_pods(self.env, self.ns))
         verdict = compare(document, deleted, owners_of(before))
+        classes += self.predicted(document, target, deleted)
         if verdict.ok:
             saved.unlink(missing_ok=True)
         else:
             (self.out / f"seed-{self.seed}.json").write_text(json.dumps({
                 "seed": self.seed, "description": self.description, "plan": document,
                 "deleted": sorted(deleted), "problems": verdict.problems}, indent=2))
-        return Outcome(self.seed, self.description, verdict.problems)
+        return Outcome(self.seed, self.description, verdict.problems, classes=classes)
 
 
 def run_state(env: Environment, seed: int, out: Path) -> Outcome:
@@ -273,7 +417,8 @@ def test_differential_plan_matches_the_real_controllers(env: Environment) -> Non
     def report(outcome: Outcome) -> None:
         status = "ERROR" if outcome.error else ("ok" if not outcome.problems else "MISMATCH")
         log.write(f"seed {outcome.seed}: {status} {outcome.description} "
-                  f"{outcome.error or '; '.join(outcome.problems)}\n")
+                  f"{outcome.error or '; '.join(outcome.problems)} "
+                  f"classes: {'; '.join(outcome.classes)}\n")
         log.flush()
 
     try:
@@ -286,6 +431,7 @@ def test_differential_plan_matches_the_real_controllers(env: Environment) -> Non
         "states": len(outcomes) - len(errors), "mismatches": len(mismatches),
         "errors": len(errors), "failed": bool(errors), "seconds": time.monotonic() - started,
         "mismatchSeeds": [o.seed for o in mismatches], "errorSeeds": [o.seed for o in errors],
+        "classes": dict(sorted(Counter(c for o in outcomes for c in o.classes).items())),
     }, indent=2))
     lines = [f"seed {o.seed} ({o.description}): {'; '.join(o.problems)} "
              f"(state: differential/seed-{o.seed}.state.yaml)" for o in mismatches]

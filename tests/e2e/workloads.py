@@ -72,11 +72,16 @@ def replicaset(name: str, replicas: int, template: dict[str, Any]) -> dict[str, 
 
 
 def statefulset(name: str, replicas: int, template: dict[str, Any], *,
-                policy: str = "OrderedReady") -> dict[str, Any]:
+                policy: str = "OrderedReady", start: int = 0) -> dict[str, Any]:
+    """A StatefulSet; `start` is spec.ordinals.start (its pods are NAME-start, ...)."""
+    spec: dict[str, Any] = {
+        "replicas": replicas, "serviceName": name, "podManagementPolicy": policy,
+        "selector": {"matchLabels": {"app": template["metadata"]["labels"]["app"]}},
+        "template": template}
+    if start:
+        spec["ordinals"] = {"start": start}
     return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name},
-            "spec": {"replicas": replicas, "serviceName": name, "podManagementPolicy": policy,
-                     "selector": {"matchLabels": {"app": template["metadata"]["labels"]["app"]}},
-                     "template": template}}
+            "spec": spec}
 
 
 def apply(env: Environment, namespace: str, *objects: Mapping[str, Any]) -> None:
@@ -124,10 +129,13 @@ def settled(env: Environment, namespace: str) -> tuple[Any, ...] | None:
     base = f"/apis/apps/v1/namespaces/{namespace}"
     pods = env.pods(namespace)
     active: dict[str, int] = {}
+    created: dict[str, int] = {}  # not terminating, whatever the phase
     for pod in pods:
+        key = owner_uid(pod) or ""
         if is_active(pod):
-            key = owner_uid(pod) or ""
             active[key] = active.get(key, 0) + 1
+        if not pod["metadata"].get("deletionTimestamp"):
+            created[key] = created.get(key, 0) + 1
     fingerprint: list[Any] = []
     for kind in ("deployments", "replicasets", "statefulsets"):
         for obj in env.api_get(f"{base}/{kind}")["items"]:
@@ -138,9 +146,12 @@ def settled(env: Environment, namespace: str) -> tuple[Any, ...] | None:
                 fingerprint.append((meta["name"], spec["replicas"]))
                 continue
             # A StatefulSet may legitimately stop short of spec.replicas (OrderedReady
-            # waits for an unready pod); a ReplicaSet always creates them all.
+            # waits for an unready pod); a ReplicaSet always creates them all. A
+            # StatefulSet's status.replicas counts its Failed pods too (an OrderedReady
+            # scale-down can stall on one and keep it); a ReplicaSet ignores them.
             wanted = status.get("replicas", 0) if kind == "statefulsets" else spec["replicas"]
-            if active.get(meta["uid"], 0) != wanted:
+            counted = created if kind == "statefulsets" else active
+            if counted.get(meta["uid"], 0) != wanted:
                 return None
             if status.get("replicas", 0) != wanted:
                 return None
@@ -183,6 +194,7 @@ class Verdict:
     possible: set[str]
     certain: set[str]
     problems: list[str] = field(default_factory=list)
+    blocked: set[str] = field(default_factory=set)  # condemned, but the controller waits
 
     @property
     def ok(self) -> bool:
@@ -198,18 +210,25 @@ def compare(document: Mapping[str, Any], deleted: set[str],
     victim whose controller (`owners`: pod name -> owning ReplicaSet/StatefulSet) has no
     possible victim, since a possible victim can only replace a victim of the same
     ReplicaSet (each one deletes exactly down to its target), and whose reason is not a
-    tie on rules 1-5."""
+    tie on rules 1-5.
+
+    Blocked (StatefulSets under OrderedReady): condemned pods the controller deletes only
+    once the pod it waits on is Running and Ready. None of them may be deleted while that
+    lasts (the caller observes long enough for a deletion to have happened)."""
     victims = {v["name"] for v in document["victims"]}
     possible = set(document["possibleVictims"])
+    blocked = {b["name"] for b in document.get("blocked") or []}
     uncertain_owners = {owners.get(name) for name in possible}
     certain = {v["name"] for v in document["victims"]
                if v.get("certain", not (
                    str(v.get("reason", "")).startswith(TIED_PREFIX)
                    or owners.get(v["name"]) in uncertain_owners))}
-    verdict = Verdict(deleted, victims, possible, certain)
-    unexpected = deleted - victims - possible
+    verdict = Verdict(deleted, victims, possible, certain, blocked=blocked)
+    unexpected = deleted - victims - possible - blocked
     if unexpected:
         verdict.problems.append(f"deleted but not predicted: {sorted(unexpected)}")
+    if deleted & blocked:
+        verdict.problems.append(f"predicted blocked but deleted: {sorted(deleted & blocked)}")
     missed = certain - deleted
     if missed:
         verdict.problems.append(f"certain victims not deleted: {sorted(missed)}")

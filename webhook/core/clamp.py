@@ -82,7 +82,8 @@ def clamp_scale_down(view: ClusterView, policy: Policy, workload: Mapping[str, A
     kind = str(workload.get("kind") or "")
     base = {"kind": kind, "namespace": namespace_of(workload), "name": name_of(workload),
             "current": current, "requested": requested}
-    reason = out_of_scope_reason(policy, view.namespace_labels(namespace_of(workload)), workload)
+    reason = out_of_scope_reason(policy, view.namespace_labels(namespace_of(workload)), workload,
+                                 view)
     if reason is not None or requested >= current:
         return Clamp(**base, replicas=requested, assessment=None, out_of_scope=reason)
     assessment = assess_scale(view, policy, workload, requested, now_ns)

@@ -38,33 +38,43 @@ class ScalePreview:
     assessment: Assessment
 
 
-def template_labels(workload: Mapping[str, Any]) -> Mapping[str, str]:
+def template_labels(workload: Mapping[str, Any],
+                    view: ClusterView | None = None) -> Mapping[str, str]:
     """The labels of the workload's pod template (what the podSelector is matched against).
 
     A LeaderWorkerSet's is its worker template: every worker's, and every leader's
     unless a leader template is set (sigs.k8s.io/lws leaderworkerset_controller.go,
-    `constructLeaderStatefulSetApplyConfiguration`).
+    `constructLeaderStatefulSetApplyConfiguration`). A Rollout with `workloadRef` has no
+    template of its own: the Rollouts controller takes the referenced workload's
+    (rollout/templateref.go), read through `view`.
     """
     spec = spec_of(workload)
     if workload.get("kind") == "LeaderWorkerSet":
-        spec = spec.get("leaderWorkerTemplate") or {}
-        template = spec.get("workerTemplate") if isinstance(spec, Mapping) else None
+        group = spec.get("leaderWorkerTemplate") or {}
+        template = group.get("workerTemplate") if isinstance(group, Mapping) else None
     else:
         template = spec.get("template")
     template = template or {}
+    ref = spec.get("workloadRef")
+    if not template and view is not None and isinstance(ref, Mapping):
+        target = view.workload(str(ref.get("kind") or ""), namespace_of(workload),
+                               str(ref.get("name") or ""))
+        template = spec_of(target).get("template") or {} if target else {}
     return ((template.get("metadata") or {}) if isinstance(template, Mapping) else {}).get(
         "labels") or {}
 
 
 def out_of_scope_reason(policy: Policy, namespace_labels: Mapping[str, str],
-                        workload: Mapping[str, Any]) -> str | None:
-    """Why a scale of `workload` is not checked, in words; None when it is."""
+                        workload: Mapping[str, Any],
+                        view: ClusterView | None = None) -> str | None:
+    """Why a scale of `workload` is not checked, in words; None when it is (`view` reads
+    a referenced pod template, see `template_labels`)."""
     kind, namespace = workload.get("kind") or "workload", namespace_of(workload)
     if namespace_labels.get(SKIP_LABEL) == "true":
         return f"namespace {namespace} is labelled {SKIP_LABEL}=true"
     if labels_of(workload).get(SKIP_LABEL) == "true":
         return f"{kind} {namespace}/{name_of(workload)} is labelled {SKIP_LABEL}=true"
-    pod_labels = template_labels(workload)
+    pod_labels = template_labels(workload, view)
     if pod_labels.get(SKIP_LABEL) == "true":
         return f"the pod template of {kind} {namespace}/{name_of(workload)} is labelled " \
                f"{SKIP_LABEL}=true"
@@ -79,7 +89,8 @@ def out_of_scope_reason(policy: Policy, namespace_labels: Mapping[str, str],
 def decide_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
                  to_replicas: int, now_ns: int | None) -> ScaleDecision:
     """Decide a scale of `workload` to `to_replicas`, as `/validate-scale` answers it."""
-    reason = out_of_scope_reason(policy, view.namespace_labels(namespace_of(workload)), workload)
+    reason = out_of_scope_reason(policy, view.namespace_labels(namespace_of(workload)), workload,
+                                 view)
     if reason is not None:
         return ScaleDecision(reason, None)
     # Quick: the answer must come inside the API server's timeout (see assess_scale).
@@ -94,7 +105,8 @@ def preview_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any]
     In scope: the assessment, with the safe replica count whatever the verdict. Out of
     scope: the predicted victims, with a verdict that allows and says why.
     """
-    reason = out_of_scope_reason(policy, view.namespace_labels(namespace_of(workload)), workload)
+    reason = out_of_scope_reason(policy, view.namespace_labels(namespace_of(workload)), workload,
+                                 view)
     if reason is None:
         return ScalePreview(None, assess_scale(view, policy, workload, to_replicas, now_ns))
     prediction = predict_scale(view, workload, to_replicas, now_ns)

@@ -1,4 +1,4 @@
-"""Victim prediction for a scale-down of a Deployment, ReplicaSet or StatefulSet.
+"""Victim prediction for a scale-down of a Deployment, ReplicaSet, StatefulSet or Rollout.
 
 ReplicaSets: pkg/controller/replicaset/replica_set.go (see `replicaset_sync`).
 Deployments: pkg/controller/deployment/sync.go (`scale`, see `deployment_sync`) and
@@ -6,6 +6,7 @@ util/deployment_util.go (see `deployment_util`).
 StatefulSets: pkg/controller/statefulset/stateful_set_control.go (see
 `stateful_set_control`).
 LeaderWorkerSets: sigs.k8s.io/lws pkg/controllers (see `leader_worker_set`).
+Argo Rollouts `Rollout`s: github.com/argoproj/argo-rollouts (see `argo_rollout`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from operator import attrgetter, is_not
 from typing import Any
 
 from .active_pods_with_ranks import RankedPod, TieGroup, possible_victims, ranked_pod
+from .argo_rollout import predict_rollout
 from .chain_bound import ChainBound
 from .cluster import ClusterView, candidate_pod_facts, pod_facts
 from .deletion_cost import go_quote
@@ -124,6 +126,11 @@ def predict_scale(
         return _predict_statefulset(view, workload, to_replicas)
     if kind == "LeaderWorkerSet":
         return _predict_leader_worker_set(view, workload, to_replicas)
+    if kind == "Rollout":
+        prediction = _empty_prediction(workload, to_replicas)
+        predict_rollout(view, workload, to_replicas, now_ns, burst, into=prediction)
+        prediction.notes.extend(invalid_cost_notes(prediction.victims + prediction.survivors))
+        return prediction
     raise ValueError(f"cannot predict a scale of kind {kind!r}")
 
 

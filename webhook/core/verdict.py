@@ -140,8 +140,8 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
     rules = policy.scale_down
     verdict = Verdict(allowed=True, enforcement=rules.enforcement,
                       warnings=list(prediction.notes))
-    if not prediction.victims:
-        return verdict
+    if not prediction.victims and not prediction.tie_groups:
+        return verdict  # nothing goes, not even in the worst case
     place = placements(policy, node_lookup)
     if protected is None:
         protected = protection(policy, node_lookup)
