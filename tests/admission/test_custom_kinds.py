@@ -7,13 +7,16 @@ an Argo Rollout; template validation stays with the apps/v1 kinds.
 
 from __future__ import annotations
 
+import base64
 import copy
+import json
 
 import pytest
 
 from tests.support import factories as f
-from tests.support import reviews
-from tests.support.custom_kinds import leaderworkerset, rollout
+from tests.support import reviews, rollouts
+from tests.support.lws_factories import leader_worker_set, lws_state
+from tests.support.rollouts import rollout as argo_rollout
 from webhook.admission.app import respond
 from webhook.admission.handlers import (
     Context,
@@ -32,8 +35,8 @@ LWS_GROUP, RO_GROUP = "leaderworkerset.x-k8s.io", "argoproj.io"
 # (resource, API group, version, kind, the object in the cache)
 KINDS = {
     "lws": ("leaderworkersets", LWS_GROUP, "v1", "LeaderWorkerSet",
-            leaderworkerset("llm", replicas=3)),
-    "rollout": ("rollouts", RO_GROUP, "v1alpha1", "Rollout", rollout("llm", replicas=3)),
+            leader_worker_set("llm", replicas=3)),
+    "rollout": ("rollouts", RO_GROUP, "v1alpha1", "Rollout", argo_rollout("llm", 3)),
 }
 KIND_IDS = sorted(KINDS)
 
@@ -173,3 +176,85 @@ def test_template_costs_are_checked_for_the_apps_kinds_only(key):
         "controller.kubernetes.io/pod-deletion-cost": "x"}
     denied = review_workload(parse_review(reviews.workload_create(deploy)), context())
     assert denied.response["allowed"] is False
+
+
+# ----- judged end to end (the LeaderWorkerSet prediction) --------------------------------
+
+
+def lws_context(**kwargs) -> Context:
+    """Three groups of two: group 0 on the hybrid pool, groups 1 and 2 on the inference pool."""
+    _, objects = lws_state([["hyb-1", "hyb-1"], ["inf-1", "inf-1"], ["inf-1", "inf-1"]])
+    return context(*objects, **kwargs)
+
+
+LWS_DENIAL = ("poolguard: scaling LeaderWorkerSet ml/llm from 3 to 2 breaks the "
+              "inference-pool policy: [protectedLast] would delete protected-pool pods llm-2 "
+              "(node inf-1, pool inference), llm-2-1 (node inf-1, pool inference) while")
+
+
+@pytest.mark.parametrize("via", ["scale", "replicas"])
+def test_an_unsafe_leaderworkerset_scale_down_is_denied_like_a_deployments(via):
+    request = scale("lws") if via == "scale" else replicas_update("lws")
+    if via == "replicas":  # the cache's LeaderWorkerSet, as lws_state builds it
+        request["oldObject"] = copy.deepcopy(lws_context().view.workload(
+            "LeaderWorkerSet", "ml", "llm"))
+        request["object"] = copy.deepcopy(request["oldObject"])
+        request["object"]["spec"]["replicas"] = 2
+    answer = respond("/validate-scale", review_scale, request, lws_context())
+    assert answer["allowed"] is False and answer["status"]["code"] == 403
+    assert answer["status"]["message"].startswith(LWS_DENIAL)
+    assert answer["auditAnnotations"] == {"victims": "llm-2,llm-2-1", "verdict": "denied",
+                                          "rules": "protectedLast"}
+    warned = respond("/validate-scale", review_scale, request,
+                     lws_context(pol=policy(scaleDown={"enforcement": "warn"})))
+    assert warned["allowed"] is True
+    assert warned["warnings"][0].startswith("poolguard: scaling LeaderWorkerSet ml/llm from 3 "
+                                            "to 2 breaks the policy (enforcement: warn)")
+    assert warned["auditAnnotations"]["verdict"] == "violation-warn"
+
+
+def test_an_autoscalers_leaderworkerset_scale_down_is_clamped():
+    answer = respond("/mutate-scale", review_scale_clamp, scale("lws", 3, 1, via="hpa"),
+                     lws_context())
+    assert answer["allowed"] is True
+    assert json.loads(base64.b64decode(answer["patch"])) == [
+        {"op": "replace", "path": "/spec/replicas", "value": 3}]
+    assert answer["auditAnnotations"] == {"clamped": "3->1 became 3->3",
+                                          "rules": "protectedLast"}
+
+
+def rollout_context(**kwargs) -> Context:
+    """A Rollout at steady state: its stable ReplicaSet has two pods on the inference pool
+    and one on the hybrid pool, none with a deletion cost yet."""
+    owner = rollouts.rollout("llm", 3, current="abc", stable="abc")
+    stable = rollouts.replicaset(owner, "abc", 3, revision=1)
+    pods = [f.pod(f"llm-abc-{suffix}", node_name=node, owner=stable)
+            for suffix, node in (("a", "inf-1"), ("b", "inf-1"), ("c", "hyb-1"))]
+    return context(owner, stable, *pods, **kwargs)
+
+
+@pytest.mark.parametrize("via", ["scale", "replicas"])
+def test_an_unsafe_rollout_scale_down_is_denied_like_a_deployments(via):
+    request = scale("rollout")
+    if via == "replicas":
+        request = replicas_update("rollout")
+        request["oldObject"] = copy.deepcopy(rollout_context().view.workload("Rollout", "ml",
+                                                                             "llm"))
+        request["object"] = copy.deepcopy(request["oldObject"])
+        request["object"]["spec"]["replicas"] = 2
+    answer = respond("/validate-scale", review_scale, request, rollout_context())
+    assert answer["allowed"] is False and answer["status"]["code"] == 403
+    assert answer["status"]["message"].startswith(
+        "poolguard: scaling Rollout ml/llm from 3 to 2 breaks the inference-pool policy: "
+        "[protectedLast] would delete protected-pool pod llm-abc-")
+    assert answer["auditAnnotations"]["verdict"] == "denied"
+    assert answer["auditAnnotations"]["rules"] == "protectedLast"
+
+
+def test_an_autoscalers_rollout_scale_down_is_clamped():
+    answer = respond("/mutate-scale", review_scale_clamp, scale("rollout", 3, 2, via="hpa"),
+                     rollout_context())
+    assert answer["allowed"] is True
+    assert json.loads(base64.b64decode(answer["patch"])) == [
+        {"op": "replace", "path": "/spec/replicas", "value": 3}]
+    assert answer["auditAnnotations"]["clamped"] == "3->2 became 3->3"

@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from tests.support import factories as f
-from tests.support.custom_kinds import leaderworkerset, rollout
 from tests.support.kubeapi import FakeKubeAPI, items_of, wait_until
+from tests.support.lws_factories import leader_worker_set
+from tests.support.rollouts import rollout as argo_rollout
 from webhook.cli.main import main
 from webhook.cluster.kubeclient import api_client_from
 from webhook.cluster.live import LiveCluster, read_snapshot
@@ -75,7 +76,7 @@ def test_a_crd_installed_later_is_listed_and_watched(api: FakeKubeAPI,
     cluster.start()
     assert cluster.wait_for_sync(5)
     api.install_crd("LeaderWorkerSet")
-    api.put(leaderworkerset("llm", replicas=4))
+    api.put(leader_worker_set("llm", replicas=4))
     lws = wait_until(lambda: cluster.workload("LeaderWorkerSet", "ml", "llm"),
                      message="the LeaderWorkerSet in the cache")
     assert lws["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
@@ -92,7 +93,7 @@ def test_a_crd_installed_later_is_listed_and_watched(api: FakeKubeAPI,
 def test_a_crd_removed_takes_its_objects_out_of_the_cache(api: FakeKubeAPI,
                                                            cluster: LiveCluster) -> None:
     api.install_crd("Rollout")
-    api.put(rollout("canary"))
+    api.put(argo_rollout("canary", 3))
     events: list[tuple[str, str]] = []
     cluster.on_event(lambda resource, kind, obj, old: events.append((resource, kind)))
     cluster.start()
@@ -116,7 +117,7 @@ def test_a_kind_the_role_does_not_grant_is_absent_not_an_error(
     status = cluster.sync_status()["resources"]["rollouts"]
     assert (status["absent"], status["errors"]) == ("not permitted", 0)
     api.clear_faults()  # the role granted later
-    api.put(rollout("late"))
+    api.put(argo_rollout("late", 3))
     wait_until(lambda: cluster.workload("Rollout", "ml", "late"), message="the late Rollout")
 
 
@@ -153,7 +154,7 @@ def test_save_state_keeps_the_custom_kinds_and_plan_finds_them(
     api.install_crd("LeaderWorkerSet")
     api.install_crd("Rollout")
     api.put(*items_of(yaml.safe_load_all(EXAMPLE_STATE.read_text())),
-            leaderworkerset("llm"), rollout("canary"))
+            leader_worker_set("llm", replicas=2), argo_rollout("canary", 3))
     saved = tmp_path / "saved.yaml"
     code, _, err = run_plan(capsys, "--kubeconfig", kubeconfig, "--save-state", str(saved),
                             "--workload", "deploy/ml/llm-serve", "--replicas", "5")

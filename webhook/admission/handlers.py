@@ -16,12 +16,7 @@ from typing import Any
 
 from ..core.assessment import Assessment
 from ..core.clamp import clamp_scale_down
-from ..core.cluster import (
-    APPS_WORKLOAD_RESOURCES,
-    WORKLOAD_RESOURCES,
-    ClusterView,
-    workload_kind,
-)
+from ..core.cluster import APPS_WORKLOAD_RESOURCES, WORKLOAD_RESOURCES, ClusterView, workload_kind
 from ..core.decision import decide_scale
 from ..core.deletion_cost import (
     DELETION_COST_ANNOTATION,
@@ -409,8 +404,7 @@ def _warnings(texts: Any) -> list[str]:
 
 def review_workload(request: AdmissionRequest, ctx: Context) -> Decision:
     """Deny a workload whose pod template carries a cost the API server would reject."""
-    # The apps/v1 kinds only: the API server validates the pod templates of its own kinds,
-    # and a custom resource's template is checked when its controller creates the pods.
+    # The apps/v1 kinds only: the API server validates only its own kinds' pod templates.
     kind = _workload_kind(request, APPS_WORKLOAD_RESOURCES)
     if (kind is None or request.get("subResource")
             or request.get("operation") not in ("CREATE", "UPDATE")):

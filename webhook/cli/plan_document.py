@@ -18,14 +18,12 @@ from ..core.clamp import clamp_scale_down
 from ..core.cluster import KIND_NAMES, KIND_SHORT_NAMES, ClusterView, Snapshot, canonical_kind
 from ..core.decision import preview_scale
 from ..core.kube import controller_ref, labels_of, name_of, namespace_of, replicas_of
-from ..core.leader_worker_set import LwsGroup
+from ..core.leader_worker_set import SET_NAME_LABEL, LwsGroup
 from ..core.owner_sizing import sizing_owner
 from ..core.policy import Policy, policy_for
 from ..core.verdict import placement
 from ..errors import InputError
 
-# The label the LeaderWorkerSet controller puts on every object of a set.
-LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 VICTIM, POSSIBLE_VICTIM, BLOCKED, SURVIVES = "victim", "possible-victim", "blocked", "survives"
 
 
@@ -325,7 +323,7 @@ def _sized_by_planned_owner(workload: Mapping[str, Any]) -> bool:
     if kind != "StatefulSet" or ref is None:
         return False
     return ref.get("kind") == "LeaderWorkerSet" or (
-        ref.get("kind") == "Pod" and LWS_NAME_LABEL in labels_of(workload))
+        ref.get("kind") == "Pod" and SET_NAME_LABEL in labels_of(workload))
 
 
 def render_audit(documents: list[Mapping[str, Any]], source: str) -> str:

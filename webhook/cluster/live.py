@@ -445,12 +445,13 @@ class _Reflector:
                      self.absent_recheck)
         self.absent = reason
         self.rv = None
-        self._listed()
+        # Frozen when this completes the first sync only: a re-check finds nothing new.
+        self._listed(freeze=not self.synced.is_set())
 
-    def _listed(self) -> None:
+    def _listed(self, freeze: bool = True) -> None:
         self._heard()
         self.synced.set()
-        if self.cluster.synced:  # everything listed: the cache is the bulk of memory now
+        if freeze and self.cluster.synced:  # everything listed: the cache is the bulk of memory
             self.cluster.freeze()
 
     def _watch(self) -> bool:
