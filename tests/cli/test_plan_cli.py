@@ -185,6 +185,21 @@ def test_state_with_a_badly_typed_field_names_it(tmp_path, field, value, expecte
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_state_with_a_badly_typed_group_size_names_it(tmp_path):
+    state = yaml.safe_load(EXAMPLE_STATE.read_text())
+    state["items"].append({
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": "llm", "namespace": "ml"},
+        "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": "two"}}})
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump(state))
+    result = plan("--state", str(path), "--workload", "lws/ml/llm", "--replicas", "1")
+    assert result.returncode == 2
+    assert "spec.leaderWorkerTemplate.size: must be an integer" in result.stderr
+    assert "LeaderWorkerSet ml/llm" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
 def _owned_by(manager: str) -> list[dict]:
     """managedFields saying `manager` last wrote the pod's deletion cost."""
     return [{"manager": manager, "operation": "Update", "apiVersion": "v1",

@@ -61,6 +61,9 @@ def _check_spec(spec: Mapping[str, Any], where: str) -> None:
         if not isinstance(container, Mapping):
             raise ShapeError(f"{where}.initContainers[{i}]: must be an object")
     _mapping(spec, "strategy", where)
+    # A LeaderWorkerSet's group size decides which pods a scale-down removes.
+    group = _mapping(spec, "leaderWorkerTemplate", where)
+    _typed(group, "size", int, f"{where}.leaderWorkerTemplate")
     _mapping(spec, "ordinals", where)
     template = _mapping(spec, "template", where)
     template_metadata = _mapping(template, "metadata", f"{where}.template")
