@@ -163,7 +163,9 @@ def test_workers_exit_without_a_traceback(tmp_path):
 
 def run_serve(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "webhook", "serve", *args],
-                          capture_output=True, text=True, timeout=30, cwd=ROOT)
+                          # a guard against a hang, not a speed check: a loaded CI
+                          # machine may take long to start Python
+                          capture_output=True, text=True, timeout=180, cwd=ROOT)
 
 
 def test_serve_refuses_to_start_without_certificate_and_key(tmp_path):
