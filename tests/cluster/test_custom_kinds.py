@@ -26,17 +26,6 @@ CUSTOM = ("leaderworkersets", "rollouts")
 
 
 @pytest.fixture
-def api() -> Iterator[FakeKubeAPI]:
-    with FakeKubeAPI(bookmark_interval=0.05) as server:
-        yield server
-
-
-@pytest.fixture
-def kubeconfig(api: FakeKubeAPI, tmp_path: Path) -> str:
-    return str(api.write_kubeconfig(tmp_path / "kubeconfig"))
-
-
-@pytest.fixture
 def cluster(kubeconfig: str) -> Iterator[LiveCluster]:
     client = api_client_from(kubeconfig)
     live = LiveCluster(client, backoff_initial=0.02, backoff_max=0.1, absent_recheck=0.1)
