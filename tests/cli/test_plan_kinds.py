@@ -17,6 +17,7 @@ from tests.support import factories as f
 from tests.support.kubeapi import items_of
 from tests.support.lws_factories import leader_worker_set
 from tests.support.rollouts import rollout as argo_rollout
+from webhook.cli import plan_document
 from webhook.cli.main import main
 from webhook.cluster.state import EXAMPLE_STATE
 
@@ -132,11 +133,14 @@ def test_all_workloads_includes_the_custom_kinds(state, capsys):
                        ("Rollout", "canary"), ("StatefulSet", "kv-cache")]
 
 
-def test_a_workload_the_core_cannot_read_is_one_error_line(tmp_path, capsys):
-    """A value the core fails on (a hand-edited state file) ends in one `error:` line
-    naming the workload, exit code 2, never a traceback."""
+def test_a_workload_the_core_cannot_read_is_one_error_line(tmp_path, capsys, monkeypatch):
+    """A value the core fails on (a hand-edited state file with a field no shape check
+    covers) ends in one `error:` line naming the workload, exit code 2, never a traceback."""
+    def fails(*_args, **_kwargs):
+        raise ValueError("invalid literal for int() with base 10: 'first'")
+
+    monkeypatch.setattr(plan_document, "preview_scale", fails)
     lws = leader_worker_set("llm", replicas=2)
-    lws["spec"]["leaderWorkerTemplate"]["size"] = "two"
     path = tmp_path / "state.yaml"
     path.write_text(yaml.safe_dump(f.kube_list(f.node("node-1", "inference"), lws)))
     code, out, err = run(capsys, "--state", str(path), "--workload", "lws/ml/llm",
