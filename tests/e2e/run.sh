@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `make e2e`: build the control plane once (cached), run the e2e tier against it, and end
-# with one line: `e2e: P/N scenarios pass; differential: K states, M mismatches; rollouts
-# differential: K states, M mismatches`.
+# with one line: `e2e: P/N scenarios pass; differential: K states, M mismatches; ...` (one
+# count per differential run, tests/e2e/summary.py).
 # Environment: PY (python with poolguard installed), E2E_KEEP=1 to leave the cluster up,
-# E2E_STATES (default 200), E2E_ROLLOUT_STATES (default 50), E2E_SEED (first seed, default 1),
+# E2E_STATES (default 200), E2E_ROLLOUT_STATES (default 50), E2E_CLONESET_STATES (default 50),
+# E2E_SEED (first seed, default 1),
 # PYTEST_ARGS (extra args).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,9 +24,11 @@ status=0
 # shellcheck disable=SC2086
 "$PY" -m pytest -p no:cacheprovider -o addopts= -q -rfE ${PYTEST_ARGS:-} \
     tests/e2e/test_scenarios.py tests/e2e/test_controllers.py tests/e2e/test_hpa.py \
-    tests/e2e/test_leaderworkerset.py tests/e2e/test_argo_rollouts.py tests/e2e/test_fake_kubelet.py \
+    tests/e2e/test_leaderworkerset.py tests/e2e/test_argo_rollouts.py tests/e2e/test_cloneset.py \
+    tests/e2e/test_fake_kubelet.py \
     tests/e2e/test_differential.py tests/e2e/test_differential_lws.py \
-    tests/e2e/test_differential_rollouts.py tests/e2e/test_admission_policy.py tests/e2e/test_helm.py \
+    tests/e2e/test_differential_rollouts.py tests/e2e/test_differential_cloneset.py \
+    tests/e2e/test_admission_policy.py tests/e2e/test_helm.py \
     || status=$?
 "$PY" -m tests.e2e.summary "$E2E_RUN_DIR" || status=$?
 exit "$status"

@@ -1,5 +1,6 @@
 """Print the e2e tier's summary from RUN_DIR/results.json and the differential runs'
-results (differential.json, differential-lws.json, differential-rollouts.json); exit 1 when a
+results (differential.json, differential-lws.json, differential-rollouts.json,
+differential-cloneset.json); exit 1 when a
 scenario did not pass, a differential wrote no results or a state mismatched."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ DIFFERENTIALS = {  # label -> results file in RUN_DIR
     "differential": "differential.json",
     "LWS differential": "differential-lws.json",
     "rollouts differential": "differential-rollouts.json",
+    "cloneset differential (kruise v1.8.0)": "differential-cloneset.json",
 }
 
 

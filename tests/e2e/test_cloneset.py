@@ -1,0 +1,112 @@
+"""OpenKruise CloneSet scale-downs against the real CloneSet controller (tests/e2e/kruise.py).
+
+The controller creates the pods; the test is their scheduler (through `pods/binding`, so
+poolguard's binding webhook gives each pod the cost of its node's pool) and their kubelet.
+A scale-down through `clonesets/scale` and one through a `spec.replicas` patch (with an old
+revision kept by a partition, and a pod named in `scaleStrategy.podsToDelete`) delete exactly
+the pods the prediction names, read from the cluster just before the scale.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from tests.e2e.fake_kubelet import STRATEGIC, pod_status
+from tests.e2e.harness import Environment, node_names
+from tests.e2e.kruise import (
+    CloneSetController,
+    cloneset,
+    drive,
+    predicted,
+    read_cloneset,
+    settle_after_scale,
+)
+from tests.e2e.lws import deleted_since
+from tests.e2e.workloads import active_pods, apply, bind
+
+
+@pytest.fixture(scope="module")
+def kruise(env: Environment) -> Iterator[CloneSetController]:
+    controller = CloneSetController(env)
+    controller.start()
+    try:
+        yield controller
+    finally:
+        controller.stop()
+
+
+def placer(env: Environment, namespace: str, pools: list[str]) -> Any:
+    """Bind the i-th new pod to a node of pools[i % len(pools)], Running and Ready (ready
+    times a minute apart, so the order below the cost is plain)."""
+    counter = {"n": 0}
+
+    def place(pod: Mapping[str, Any]) -> None:
+        index = counter["n"]
+        counter["n"] += 1
+        pool = pools[index % len(pools)]
+        nodes = node_names(pool)
+        name = pod["metadata"]["name"]
+        bind(env, namespace, name, nodes[index % len(nodes)])
+        bound = env.api_get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+        since = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=10 + index)
+        env.core.patch_namespaced_pod_status(
+            name, namespace, {"status": pod_status(bound, ready_since=since)},
+            _content_type=STRATEGIC)
+    return place
+
+
+def pools_of(env: Environment, pods: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    pool = env.node_pool()
+    return {name: pool.get(p["spec"].get("nodeName") or "", "") for name, p in pods.items()}
+
+
+def test_scale_subresource_deletes_the_predicted_hybrid_pods(
+        env: Environment, kruise: CloneSetController) -> None:
+    ns = env.new_namespace("cloneset-scale")
+    apply(env, ns, cloneset("llm", 6))
+    drive(env, ns, "llm", placer(env, ns, ["inference", "hybrid"]), set())
+    before = active_pods(env, ns)
+    document = predicted(env, read_cloneset(env, ns, "llm"), 3)
+    done = env.kubectl("-n", ns, "scale", "clonesets.apps.kruise.io/llm", "--replicas=3")
+    assert done.code == 0, str(done)
+    settle_after_scale(env, ns, "llm")
+    deleted = deleted_since(before, active_pods(env, ns))
+    assert deleted == {v["name"] for v in document["victims"]}
+    assert all(v["certain"] for v in document["victims"])
+    # the deletion cost is honoured: the three hybrid pods (cost -100) go
+    assert set(pools_of(env, {n: before[n] for n in deleted}).values()) == {"hybrid"}
+
+
+def test_replicas_patch_takes_named_then_old_revision_pods_first(
+        env: Environment, kruise: CloneSetController) -> None:
+    """Six pods, four of a second revision; a patch of spec.replicas to 3 that also names a
+    pod to delete and lowers the partition to 0: the named pod goes, then the two pods of
+    the old revision, whatever their cost."""
+    ns = env.new_namespace("cloneset-patch")
+    placed: set[str] = set()
+    place = placer(env, ns, ["inference", "inference", "hybrid"])
+    apply(env, ns, cloneset("llm", 6, max_unavailable="100%"))
+    drive(env, ns, "llm", place, placed)
+    apply(env, ns, cloneset("llm", 6, revision=2, partition=2, max_unavailable="100%"))
+    drive(env, ns, "llm", place, placed, updated=4)
+    before = active_pods(env, ns)
+    current = read_cloneset(env, ns, "llm")
+    new_revision = current["status"]["updateRevision"]
+    old = {n for n, p in before.items()
+           if p["metadata"]["labels"]["controller-revision-hash"] != new_revision}
+    named = sorted(set(before) - old)[0]
+    change = {"replicas": 3, "scaleStrategy": {"podsToDelete": [named]},
+              "updateStrategy": {**current["spec"]["updateStrategy"], "partition": 0}}
+    document = predicted(env, {**current, "spec": {**current["spec"], **change}}, 3)
+    done = env.kubectl("-n", ns, "patch", "clonesets.apps.kruise.io", "llm", "--type=merge",
+                       "-p", json.dumps({"spec": change}))
+    assert done.code == 0, str(done)
+    settle_after_scale(env, ns, "llm")
+    deleted = deleted_since(before, active_pods(env, ns))
+    assert deleted == {v["name"] for v in document["victims"]}
+    assert len(old) == 2 and deleted == old | {named}

@@ -1,0 +1,123 @@
+"""The victims of a CloneSet scale-down, as the core's `ScalePrediction`.
+
+The CloneSet controller lists its pods by owner (pkg/controller/cloneset/
+cloneset_controller.go, `getOwnedPods`: the pods whose ownerReferences carry its UID, then
+`GetActiveAndInactivePods`: not Succeeded, Failed or deleting; `claimPods` releases those
+its selector no longer matches; it adopts no orphans). `scale_sync` runs its scale syncs;
+this module turns the outcome into the records the policy judges:
+
+- victims: the pods the syncs delete without waiting;
+- blocked: pods chosen but held, by their preDelete hook (PreparingDelete) or by
+  `deleteReadyLimit` until other pods are available; the end state loses them too;
+- tie groups: pods that tie with the cut on every rule the controller reads (its
+  `sort.Sort` is not stable and its list order is not ours), pods of one node that swap
+  ranks unseen, and, when the limit holds ready pods, the pods a later sync may take instead
+  (availability, rule 3, changes as pods pass `minReadySeconds`).
+
+The deletion cost counts (rule 4), as for a ReplicaSet; so does the node's rank (rule 5)
+among the pods of the revision group being shrunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..active_pods_with_ranks import RankedPod, TieGroup, ranked_pod
+from ..cluster import ClusterView, candidate_pod_facts
+from ..kube import name_of, namespace_of, replicas_of, spec_of
+from ..ownership import identity_of, points_at
+from ..podfacts import PodFacts
+from ..prediction import Blocked, ScalePrediction
+from ..selectors import compile_workload_selector
+from ..stateful_set_control import Wait
+from .cloneset_pod import CloneSetPod
+from .cloneset_spec import CloneSetSpec
+from .scale_sync import HELD_BY_LIMIT, ScaleIn, Tie, scale_in
+
+KIND = "CloneSet"
+
+
+def cloneset_pods(view: ClusterView, cloneset: Mapping[str, Any]) -> list[PodFacts]:
+    """The CloneSet's active pods: controlled by it and matched by its selector."""
+    namespace = namespace_of(cloneset)
+    selector = spec_of(cloneset).get("selector")
+    candidates, exact = candidate_pod_facts(view, namespace, [selector])
+    matches = compile_workload_selector(selector)
+    identity = identity_of(cloneset)
+    return [facts for facts in candidates
+            if facts.active and points_at(facts.controller, identity)
+            and (exact or matches(facts.labels))]
+
+
+def predict_cloneset(view: ClusterView, cloneset: Mapping[str, Any], to_replicas: int,
+                     now_ns: int | None) -> ScalePrediction:
+    """Predict the pods the CloneSet controller deletes when `cloneset` goes to `to_replicas`."""
+    if to_replicas < 0:
+        raise ValueError(f"replicas must be 0 or more, got {to_replicas}")
+    prediction = ScalePrediction(kind=KIND, namespace=namespace_of(cloneset),
+                                 name=name_of(cloneset), from_replicas=replicas_of(cloneset),
+                                 to_replicas=to_replicas)
+    spec = CloneSetSpec.of(cloneset).scaled_to(to_replicas)
+    pods = [CloneSetPod(facts) for facts in cloneset_pods(view, cloneset)]
+    outcome = scale_in(spec, pods, now_ns)
+    ranked = {id(pod): ranked_pod(pod.facts, 0) for pod in pods}
+    held = {id(pod) for pod in outcome.held}
+    deleted = {id(pod) for pod in outcome.deleted}
+    prediction.victims = [ranked[id(p)] for p in outcome.deleted]
+    prediction.blocked = [Blocked(ranked[id(p)], Wait(p.name, outcome.held_reason[p.name]))
+                          for p in outcome.held]
+    prediction.survivors = [ranked[id(p)] for p in outcome.order
+                            if id(p) not in deleted and id(p) not in held]
+    prediction.order = [ranked[id(p)] for p in outcome.order]
+    prediction.tie_groups = [_tie_group(tie, ranked) for tie in outcome.ties]
+    waiting = _waiting_for_availability(spec, pods, outcome, now_ns)
+    if waiting is not None:
+        prediction.tie_groups.append(_tie_group(waiting, ranked))
+    if _one_prefix_order(spec, pods, outcome):
+        prediction.prefix_order = prediction.order
+    prediction.notes.extend(outcome.notes)
+    prediction.notes.extend(_notes(spec, outcome))
+    return prediction
+
+
+def _tie_group(tie: Tie, ranked: Mapping[int, RankedPod]) -> TieGroup:
+    return TieGroup([ranked[id(p)] for p in tie.members], tie.removed, why=tie.why)
+
+
+def _waiting_for_availability(spec: CloneSetSpec, pods: Sequence[CloneSetPod],
+                              outcome: ScaleIn, now_ns: int | None) -> Tie | None:
+    """When `deleteReadyLimit` holds ready pods, the next syncs run as pods become
+    available, and availability comes before the cost in the order: the held pods and
+    the survivors not yet available may go instead of one another."""
+    limited = [p for p in outcome.held if outcome.held_reason[p.name] == HELD_BY_LIMIT]
+    if not limited:
+        return None
+    held = {id(p) for p in outcome.held}
+    deleted = {id(p) for p in outcome.deleted}
+    pending = [p for p in pods if id(p) not in held and id(p) not in deleted
+               and p.ready() and not p.available(spec.min_ready_seconds, now_ns)]
+    return Tie(limited + pending, len(limited), why=HELD_BY_LIMIT)
+
+
+def _one_prefix_order(spec: CloneSetSpec, pods: Sequence[CloneSetPod], outcome: ScaleIn) -> bool:
+    """Whether smaller targets delete prefixes of this order: one revision group, nothing
+    specified, preparing to delete or held, so that every target sorts the same pods once."""
+    if outcome.held or any(p.specified_delete or p.name in spec.pods_to_delete
+                           or p.lifecycle == "PreparingDelete" for p in pods):
+        return False
+    revisions = {p.of_revision(spec.update_revision) for p in pods}
+    return len(revisions) <= 1 and spec.partition_value in (None, 0)
+
+
+def _notes(spec: CloneSetSpec, outcome: ScaleIn) -> list[str]:
+    notes = []
+    if spec.spread_constraints:
+        notes.append("the template has topologySpreadConstraints: the CloneSet controller "
+                     "then ranks pods by topology, which poolguard does not model; pods equal "
+                     "on phase, readiness and deletion cost may go instead of one another")
+    hooked = [p.name for p in outcome.held if outcome.held_reason[p.name] != HELD_BY_LIMIT]
+    if hooked:
+        notes.append(f"PreparingDelete: {', '.join(hooked[:5])} stay until their preDelete "
+                     "hook lets go, and nothing else is scaled in meanwhile")
+    return notes

@@ -1,0 +1,281 @@
+"""A CloneSet's scale-in, sync by sync: `Scale` and `choosePodsToDelete`.
+
+Source: github.com/openkruise/kruise v1.8.0, pkg/controller/cloneset/sync/cloneset_scale.go.
+One sync (`Scale`) with pods beyond the target:
+
+1. `getPlannedDeletedPods`: the pods specified to delete (the label
+   `apps.kruise.io/specified-delete`, or named in `scaleStrategy.podsToDelete`) and those in
+   lifecycle state PreparingDelete. `managePreparingDelete` returns PreparingDelete pods to
+   service when the target has room for them (not under `markPodNotReady`).
+2. `calculateDiffsWithExpectation` (see `expectation_diffs`).
+3. pods to create come first (then nothing is deleted in this sync).
+4. PreparingDelete pods are deleted, except those their preDelete hook still holds.
+5. specified pods are deleted: every not-ready one, ready ones up to `deleteReadyLimit`.
+6. scale-in, only when nothing is specified or preparing to delete: `choosePodsToDelete`
+   takes `scaleDownNumOldRevision` pods (at most `scaleDownNum`) from the pods not of the
+   update revision and the rest from the updated ones, each group sorted by `pod_sorter`
+   with its own same-node ranks; of the chosen, not-ready pods go and ready ones up to
+   `deleteReadyLimit`. A pod the preDelete hook holds is marked PreparingDelete instead.
+
+Each step that changes something ends the sync; the next sync (the controller's next
+reconcile) starts over on what is left. `scale_in` runs syncs until one changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .cloneset_pod import PREPARING_DELETE, PREPARING_NORMAL, CloneSetPod
+from .cloneset_spec import CloneSetSpec
+from .expectation_diffs import default_is_pod_update, expectation_diffs, is_specified_delete
+from .pod_sorter import Key, same_node_ranks, sort_key
+
+HELD_BY_HOOK = "its preDelete hook (a finalizer or label of spec.lifecycle.preDelete) holds it"
+HELD_BY_LIMIT = ("updateStrategy.maxUnavailable: no more ready pods may go until others are "
+                 "available (minReadySeconds)")
+
+
+@dataclass
+class Tie:
+    """Pods of which `removed` go, which ones not knowable (the prediction's TieGroup)."""
+
+    members: list[CloneSetPod]
+    removed: int
+    why: str | None = None
+
+
+@dataclass
+class Choice:
+    """What one sort of one revision group chose: the order and the pods tied across the cut."""
+
+    order: list[CloneSetPod]
+    chosen: int
+    ties: list[list[CloneSetPod]] = field(default_factory=list)
+
+
+@dataclass
+class ScaleIn:
+    """The outcome of the syncs of a scale-in, in the controller's order.
+
+    `deleted`: gone without waiting. `held`: marked PreparingDelete (or left so) and kept
+    until their preDelete hook lets go, or chosen but kept by `deleteReadyLimit` until
+    other pods are available; `held_reason` says which, per pod name. `order`: every pod,
+    deleted first, then held, then the rest as the last sort ranked them.
+    """
+
+    deleted: list[CloneSetPod] = field(default_factory=list)
+    held: list[CloneSetPod] = field(default_factory=list)
+    held_reason: dict[str, str] = field(default_factory=dict)
+    order: list[CloneSetPod] = field(default_factory=list)
+    ties: list[Tie] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def choose(pods: Sequence[CloneSetPod], diff: int, spec: CloneSetSpec,
+           now_ns: int | None) -> Choice:
+    """`choose` inside choosePodsToDelete: the first `diff` of `pods` sorted, with the ties."""
+    if diff >= len(pods):
+        return Choice(list(pods), len(pods))
+    ranks, interchangeable = same_node_ranks(pods)
+    if spec.spread_constraints:
+        ranks, interchangeable = {}, []
+
+    def key(pod: CloneSetPod) -> Key:
+        return sort_key(pod, ranks.get(id(pod), 0), pod.available(spec.min_ready_seconds, now_ns))
+
+    keys = {id(pod): key(pod) for pod in pods}
+    order = sorted(pods, key=lambda p: (keys[id(p)], p.name))
+    # Pods equal on every rule the prediction can see: rules 1-4 alone when the topology
+    # ranker decides rule 5 (not ported), else the whole key.
+    visible = 5 if spec.spread_constraints else len(keys[id(order[0])])
+    classes: dict[Key, list[CloneSetPod]] = {}
+    for pod in order:
+        classes.setdefault(keys[id(pod)][:visible], []).append(pod)
+    groups = list(classes.values())
+    # Pods of one node that tie in the ranker's own sort swap ranks unseen: the same class
+    # when they are equal apart from the rank.
+    for members in interchangeable:
+        by_rest: dict[Key, list[CloneSetPod]] = {}
+        for pod in members:
+            rest = keys[id(pod)]
+            by_rest.setdefault(rest[:5] + rest[6:], []).append(pod)
+        groups.extend(g for g in by_rest.values() if len(g) > 1)
+    chosen_ids = {id(p) for p in order[:diff]}
+    ties = [merged for merged in _merge(groups)
+            if 0 < sum(id(p) in chosen_ids for p in merged) < len(merged)]
+    return Choice(order, diff, ties)
+
+
+def _merge(groups: list[list[CloneSetPod]]) -> list[list[CloneSetPod]]:
+    """Union of overlapping groups (a pod in two groups joins them)."""
+    parent: dict[int, int] = {}
+    pods: dict[int, CloneSetPod] = {}
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for group in groups:
+        for pod in group:
+            parent.setdefault(id(pod), id(pod))
+            pods[id(pod)] = pod
+        for pod in group[1:]:
+            parent[find(id(pod))] = find(id(group[0]))
+    merged: dict[int, list[CloneSetPod]] = {}
+    for key, pod in pods.items():
+        merged.setdefault(find(key), []).append(pod)
+    return list(merged.values())
+
+
+@dataclass
+class _Sync:
+    deleted: list[CloneSetPod] = field(default_factory=list)
+    hooked: list[CloneSetPod] = field(default_factory=list)  # marked PreparingDelete now
+    kept_ready: list[CloneSetPod] = field(default_factory=list)  # over deleteReadyLimit
+    returned: list[CloneSetPod] = field(default_factory=list)  # back from PreparingDelete
+    order: list[CloneSetPod] = field(default_factory=list)
+    ties: list[Tie] = field(default_factory=list)
+    creates: bool = False
+
+
+def one_sync(spec: CloneSetSpec, pods: Sequence[CloneSetPod], now_ns: int | None) -> _Sync:
+    """One `Scale` call on the active pods `pods` (their lifecycle as it stands)."""
+    result = _Sync()
+    specified = [p for p in pods if is_specified_delete(spec, p)]
+    pre_delete = [p for p in pods if p.lifecycle == PREPARING_DELETE]
+    num_to_delete = len({id(p) for p in specified + pre_delete})
+    if not spec.mark_pod_not_ready:
+        room = spec.replicas - len(pods) + num_to_delete
+        back = [p for p in pre_delete if not is_specified_delete(spec, p)][:max(room, 0)]
+        if back:
+            result.returned = back
+            return result
+    diffs = expectation_diffs(spec, pods, spec.current_revision, spec.update_revision,
+                              default_is_pod_update(spec), now_ns)
+    if diffs.scale_up_num > 0:
+        result.creates = True
+        return result
+    if pre_delete:
+        _delete(spec, pre_delete, result)
+        if result.deleted or result.hooked:
+            return result
+    pre_ids = {id(p) for p in pre_delete}
+    named = [p for p in specified if id(p) not in pre_ids]
+    if named:
+        limit = diffs.delete_ready_limit
+        can = []
+        for pod in named:
+            if not pod.ready():
+                can.append(pod)
+            elif limit > 0:
+                can.append(pod)
+                limit -= 1
+            else:
+                result.kept_ready.append(pod)
+        _delete(spec, can, result)
+        if result.deleted or result.hooked:
+            return result
+    if diffs.scale_down_num <= 0 or num_to_delete > 0:
+        return result
+    _scale_in(spec, pods, diffs.scale_down_num, diffs.scale_down_num_old_revision,
+              diffs.delete_ready_limit, now_ns, result)
+    return result
+
+
+def _scale_in(spec: CloneSetSpec, pods: Sequence[CloneSetPod], total: int, old: int,
+              ready_limit: int, now_ns: int | None, result: _Sync) -> None:
+    """choosePodsToDelete, then the deleteReadyLimit filter and deletePods."""
+    updated = [p for p in pods if default_is_pod_update(spec)(p, spec.update_revision)]
+    updated_ids = {id(p) for p in updated}
+    not_updated = [p for p in pods if id(p) not in updated_ids]
+    if old >= total:
+        choices = [choose(not_updated, total, spec, now_ns)]
+    elif old > 0:
+        choices = [choose(not_updated, old, spec, now_ns),
+                   choose(updated, total - old, spec, now_ns)]
+    else:
+        choices = [choose(updated, total, spec, now_ns)]
+    preparing = [pod for c in choices for pod in c.order[:c.chosen]]
+    result.order = preparing + [pod for c in choices for pod in c.order[c.chosen:]]
+    for c in choices:
+        for members in c.ties:
+            chosen = {id(p) for p in c.order[:c.chosen]}
+            removed = sum(1 for p in members if id(p) in chosen)
+            result.ties.append(Tie(list(members), removed))
+    can = []
+    for pod in preparing:
+        if not pod.ready():
+            can.append(pod)
+        elif ready_limit > 0:
+            can.append(pod)
+            ready_limit -= 1
+        else:
+            result.kept_ready.append(pod)
+    if result.kept_ready:
+        # Which ready pods the limit keeps follows the chosen order, itself uncertain
+        # where ties are: any chosen ready pod may be among the kept.
+        chosen_ready = [p for p in preparing if p.ready()]
+        result.ties.append(Tie(chosen_ready, len(chosen_ready) - len(result.kept_ready),
+                               why=HELD_BY_LIMIT))
+    _delete(spec, can, result)
+
+
+def _delete(spec: CloneSetSpec, pods: Sequence[CloneSetPod], result: _Sync) -> None:
+    """deletePods: a pod the preDelete hook holds is marked PreparingDelete (when it is not
+    already), any other is deleted."""
+    for pod in pods:
+        if spec.pre_delete is not None and spec.pre_delete.holds(pod):
+            if pod.lifecycle != PREPARING_DELETE:
+                result.hooked.append(pod)
+            continue
+        result.deleted.append(pod)
+
+
+def scale_in(spec: CloneSetSpec, pods: Sequence[CloneSetPod], now_ns: int | None,
+             max_syncs: int | None = None) -> ScaleIn:
+    """The syncs of a scale-in from `pods` (the CloneSet's active pods) at the clock
+    `now_ns`, until a sync changes nothing. The pods' lifecycle is changed in place where a
+    sync marks them PreparingDelete or returns them to service: pass fresh records."""
+    outcome = ScaleIn()
+    remaining = list(pods)
+    kept: list[CloneSetPod] = []
+    last_order: list[CloneSetPod] = []
+    for _ in range(max_syncs or 2 * len(pods) + 2):
+        step = one_sync(spec, remaining, now_ns)
+        if step.order:
+            last_order = step.order
+        outcome.ties.extend(step.ties)
+        kept = step.kept_ready
+        for pod in step.returned:
+            pod.lifecycle = PREPARING_NORMAL
+        for pod in step.hooked:
+            pod.lifecycle = PREPARING_DELETE
+        if step.creates:
+            outcome.notes.append("the CloneSet controller creates pods in this sync (a surge "
+                                 "or a pod to replace), and deletes none")
+        if not (step.deleted or step.hooked or step.returned):
+            break
+        gone = {id(p) for p in step.deleted}
+        outcome.deleted.extend(step.deleted)
+        remaining = [p for p in remaining if id(p) not in gone]
+    for pod in remaining:
+        if pod.lifecycle == PREPARING_DELETE and (
+                spec.pre_delete is not None and spec.pre_delete.holds(pod)):
+            outcome.held.append(pod)
+            outcome.held_reason[pod.name] = HELD_BY_HOOK
+    held_ids = {id(p) for p in outcome.held}
+    for pod in kept:
+        if id(pod) not in held_ids:
+            outcome.held.append(pod)
+            outcome.held_reason[pod.name] = HELD_BY_LIMIT
+            held_ids.add(id(pod))
+    placed = {id(p) for p in outcome.deleted} | held_ids
+    rest = [p for p in remaining if id(p) not in placed]
+    rest_order = [p for p in last_order if id(p) in {id(r) for r in rest}]
+    if len(rest_order) != len(rest):
+        rest_order = choose(rest, 0, spec, now_ns).order if rest else []
+    outcome.order = outcome.deleted + outcome.held + rest_order
+    return outcome
