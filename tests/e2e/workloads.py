@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,10 +195,25 @@ class Verdict:
     certain: set[str]
     problems: list[str] = field(default_factory=list)
     blocked: set[str] = field(default_factory=set)  # condemned, but the controller waits
+    # Precision (not failures): plan found a violation though the pods really deleted broke
+    # no rule; plan's victims and possible victims were every active pod of the workload.
+    denied_needlessly: bool = False
+    all_possible: bool = False
 
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    @property
+    def precision(self) -> list[str]:
+        """The precision classes of this scale-down (PRECISION's names)."""
+        return [name for name, flag in zip(PRECISION, (self.denied_needlessly,
+                                                       self.all_possible), strict=True)
+                if flag]
+
+
+PRECISION = ("plan denied, the real deletions broke no rule",
+             "every active pod a victim or possible victim")
 
 
 def compare(document: Mapping[str, Any], deleted: set[str],
@@ -224,6 +239,10 @@ def compare(document: Mapping[str, Any], deleted: set[str],
                    str(v.get("reason", "")).startswith(TIED_PREFIX)
                    or owners.get(v["name"]) in uncertain_owners))}
     verdict = Verdict(deleted, victims, possible, certain, blocked=blocked)
+    verdict.denied_needlessly = bool(document["violations"]) and not _breaks_protected_last(
+        document, deleted)
+    everyone = {p["name"] for p in document.get("pods") or []}
+    verdict.all_possible = bool(possible) and everyone <= victims | possible
     unexpected = deleted - victims - possible - blocked
     if unexpected:
         verdict.problems.append(f"deleted but not predicted: {sorted(unexpected)}")
@@ -233,6 +252,25 @@ def compare(document: Mapping[str, Any], deleted: set[str],
     if missed:
         verdict.problems.append(f"certain victims not deleted: {sorted(missed)}")
     return verdict
+
+
+def precision_counts(classes: Iterable[Iterable[str]]) -> dict[str, int]:
+    """How many states fell in each PRECISION class (every class listed, 0 too)."""
+    counts = dict.fromkeys(PRECISION, 0)
+    for each in classes:
+        for name in each:
+            if name in counts:
+                counts[name] += 1
+    return counts
+
+
+def _breaks_protected_last(document: Mapping[str, Any], deleted: set[str]) -> bool:
+    """Do the pods really deleted break protectedLast (a protected-pool pod gone while a
+    pod outside protected pools survives)? The e2e policy's only rule that deletions can
+    break (its minProtectedReplicas is 0)."""
+    pods = document.get("pods") or []
+    return (any(p["protected"] for p in pods if p["name"] in deleted)
+            and any(not p["protected"] for p in pods if p["name"] not in deleted))
 
 
 def active_pods(env: Environment, namespace: str) -> dict[str, dict[str, Any]]:
