@@ -20,7 +20,9 @@ cache=${E2E_CACHE:-$HOME/.cache/poolguard-e2e/v1.37.2}
 out=$cache/argo-rollouts
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=$TOOLCHAIN
 export GOGC=${GOGC:-off}  # as build.sh: a fifth less compiler CPU, not in the cache key
-ldflags="-s -w"
+# the version its log and --version print (upstream's Makefile sets the same variables)
+ldflags="-s -w -X github.com/argoproj/argo-rollouts/utils/version.version=${ROLLOUTS_MODULE#*@v}"
+ldflags+=" -X github.com/argoproj/argo-rollouts/utils/version.gitTag=${ROLLOUTS_MODULE#*@}"
 
 if ! command -v go >/dev/null 2>&1; then
     if [ -x /usr/local/go/bin/go ]; then
@@ -52,7 +54,7 @@ if up_to_date; then
     exit 0
 fi
 echo "e2e: building the Argo Rollouts controller ($ROLLOUTS_MODULE, $TOOLCHAIN) into $out:"
-echo "e2e: with an empty Go cache about 15 minutes of one core, seconds with a warm one"
+echo "e2e: with an empty Go cache about 750 CPU seconds (7 minutes on 2 free cores), 35 s warm"
 start=$(date +%s)
 rm -f "$out/.stamp"
 (cd "$here/gomod/rollouts" && go build -trimpath -ldflags "$ldflags" \
