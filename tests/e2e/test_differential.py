@@ -54,7 +54,6 @@ from tests.e2e.workloads import (
     bind,
     compare,
     deployment,
-    owners_of,
     pod_template,
     precision_counts,
     replica_sets,
@@ -368,7 +367,7 @@ class State:
         self.description += (f" [build {planned - started - (planned - built):.0f}s, plan "
                              f"{planned - built:.1f}s, scale {time.monotonic() - planned:.0f}s]")
         deleted = set(before) - set(active_pods(self.env, self.ns))
-        verdict = compare(document, deleted, owners_of(before))
+        verdict = compare(document, deleted)
         classes += self.predicted(document, target, deleted) + verdict.precision
         if verdict.ok:
             saved.unlink(missing_ok=True)

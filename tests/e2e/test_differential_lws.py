@@ -41,7 +41,6 @@ from tests.e2e.workloads import (
     apply,
     bind,
     compare,
-    owners_of,
     precision_counts,
     wait_settled,
 )
@@ -195,7 +194,7 @@ class LwsState:
             f" victims={len(document['victims'])} blocked={len(document.get('blocked') or [])}"
             f" deleted={len(deleted)} [build {built - started:.0f}s, plan "
             f"{planned - built:.1f}s, scale {time.monotonic() - planned:.0f}s]")
-        verdict = compare(document, deleted, owners_of(before))
+        verdict = compare(document, deleted)
         problems = list(verdict.problems)
         blocked = {b["name"] for b in document.get("blocked") or []}
         if blocked & deleted:

@@ -39,7 +39,7 @@ from tests.e2e.rollouts import (
     wait_rollout_settled,
 )
 from tests.e2e.rollouts_manifests import blue_green_rollout, canary_rollout, services
-from tests.e2e.workloads import active_pods, apply, compare, owners_of, precision_counts
+from tests.e2e.workloads import active_pods, apply, compare, precision_counts
 from tests.e2e.workloads import plan as plan_json
 
 RESULTS = "differential-rollouts.json"
@@ -122,7 +122,7 @@ class RolloutState(differential.State):
         self.description += (f" [build {built - started:.0f}s, scale "
                              f"{time.monotonic() - built:.0f}s]")
         deleted = set(before) - set(active_pods(self.env, self.ns))
-        verdict = compare(document, deleted, owners_of(before))
+        verdict = compare(document, deleted)
         verdict.problems[:0] = problems
         if verdict.ok:
             saved.unlink(missing_ok=True)

@@ -17,7 +17,6 @@ from tests.e2e.fake_kubelet import MANUAL_LABEL
 from tests.e2e.harness import POOL_LABEL, Environment, is_active
 
 IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: there is no kubelet
-TIED_PREFIX = "tied with"  # plan's reason for a victim decided by rules 6-8 (not certain)
 
 
 def pod_template(app: str, *, pools: Sequence[str] | None = None, manual: bool = False,
@@ -216,16 +215,9 @@ PRECISION = ("plan denied, the real deletions broke no rule",
              "every active pod a victim or possible victim")
 
 
-def compare(document: Mapping[str, Any], deleted: set[str],
-            owners: Mapping[str, str]) -> Verdict:
-    """Pass: every deleted pod is a victim or a possible victim, and every certain victim
-    was deleted.
-
-    Certain: plan's own `certain` flag on the victim when the document has one; else a
-    victim whose controller (`owners`: pod name -> owning ReplicaSet/StatefulSet) has no
-    possible victim, since a possible victim can only replace a victim of the same
-    ReplicaSet (each one deletes exactly down to its target), and whose reason is not a
-    tie on rules 1-5.
+def compare(document: Mapping[str, Any], deleted: set[str]) -> Verdict:
+    """Pass: every deleted pod is a victim or a possible victim, and every victim plan
+    marked `certain` (no other pod of its controller may go in its place) was deleted.
 
     Blocked (StatefulSets under OrderedReady): condemned pods the controller deletes only
     once the pod it waits on is Running and Ready. None of them may be deleted while that
@@ -233,11 +225,7 @@ def compare(document: Mapping[str, Any], deleted: set[str],
     victims = {v["name"] for v in document["victims"]}
     possible = set(document["possibleVictims"])
     blocked = {b["name"] for b in document.get("blocked") or []}
-    uncertain_owners = {owners.get(name) for name in possible}
-    certain = {v["name"] for v in document["victims"]
-               if v.get("certain", not (
-                   str(v.get("reason", "")).startswith(TIED_PREFIX)
-                   or owners.get(v["name"]) in uncertain_owners))}
+    certain = {v["name"] for v in document["victims"] if v["certain"]}
     verdict = Verdict(deleted, victims, possible, certain, blocked=blocked)
     verdict.denied_needlessly = bool(document["violations"]) and not _breaks_protected_last(
         document, deleted)
@@ -275,11 +263,6 @@ def _breaks_protected_last(document: Mapping[str, Any], deleted: set[str]) -> bo
 
 def active_pods(env: Environment, namespace: str) -> dict[str, dict[str, Any]]:
     return {p["metadata"]["name"]: p for p in env.pods(namespace) if is_active(p)}
-
-
-def owners_of(pods: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
-    """Pod name -> the uid of its controller (ReplicaSet or StatefulSet)."""
-    return {name: owner_uid(pod) or "" for name, pod in pods.items()}
 
 
 class PodRecorder:
