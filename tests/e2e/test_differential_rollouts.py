@@ -185,7 +185,8 @@ def test_differential_rollouts_plan_matches_the_controllers(
             status = ("ERROR" if outcome.error else
                       "ok" if not outcome.problems else "MISMATCH")
             log.write(f"seed {outcome.seed}: {status} {outcome.description} "
-                      f"{outcome.error or '; '.join(outcome.problems)}\n")
+                      f"{outcome.error or '; '.join(outcome.problems)}"
+                      f"{' (' + '; '.join(outcome.classes) + ')' if outcome.classes else ''}\n")
             log.flush()
     mismatches = [o for o in outcomes if o.problems]
     errors = [o for o in outcomes if o.error]
