@@ -43,6 +43,8 @@ def test_deployment_plan_json_contract():
     assert all(v["replicaSet"] == "llm-serve-7c9d8f6b5" for v in doc["victims"])
     assert set(doc["possibleVictims"]) | {names[2]} == {"llm-serve-7c9d8f6b5-x7k2p",
                                                         "llm-serve-7c9d8f6b5-b9q4m"}
+    # the third victim is tied with a possible victim; the two hybrid pods surely go
+    assert [v["certain"] for v in doc["victims"]] == [True, True, False]
     assert doc["allowed"] is False
     assert [v["rule"] for v in doc["violations"]] == ["protectedLast"]
     message = doc["violations"][0]["message"]
@@ -287,6 +289,8 @@ def test_a_stale_available_count_makes_the_old_replicaset_possible_victims(tmp_p
     doc = json.loads(plan(*args, "-o", "json").stdout)
     assert [v["name"] for v in doc["victims"]] == ["new-x"]
     assert doc["possibleVictims"] == ["old-a"]
+    # old-a may go beside new-x (a race), not in its place: new-x goes either way
+    assert doc["victims"][0]["certain"] is True
     fates = {p["name"]: (p["fate"], p["pool"]) for p in doc["pods"]}
     assert fates == {"new-x": ("victim", "hybrid"), "new-y": ("survives", "hybrid"),
                      "new-z": ("survives", "hybrid"),

@@ -81,7 +81,8 @@ def test_promtool_comes_from_debian_in_seconds_and_checks_our_rules(tmp_path: Pa
 
 def fake_go(tmp_path: Path) -> Path:
     """A `go` that answers `version`, makes empty binaries for `build -o OUT ...` and gives a
-    module directory holding the files build.sh copies for `mod download -json MODULE`."""
+    module directory holding the files build.sh and build_rollouts.sh copy for
+    `mod download -json MODULE`."""
     bin_dir = tmp_path / "fakebin"
     bin_dir.mkdir()
     go = bin_dir / "go"
@@ -92,6 +93,8 @@ if [ "$1" = mod ]; then
   mkdir -p "$dir/config/crd/bases" "$dir/config/rbac" "$dir/config/webhook"
   touch "$dir/config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml" \\
     "$dir/config/rbac/role.yaml" "$dir/config/webhook/manifests.yaml"
+  mkdir -p "$dir/manifests/crds" "$dir/manifests/role"
+  touch "$dir/manifests/crds/rollout-crd.yaml" "$dir/manifests/role/argo-rollouts-clusterrole.yaml"
   printf '{\\n\\t"Dir": "%s",\\n}\\n' "$dir"; exit 0
 fi
 shift
@@ -123,8 +126,21 @@ def test_the_control_plane_build_says_what_it_builds(tmp_path: Path) -> None:
                for line in lines)
     assert any("[2/3] etcd" in line for line in lines)
     assert any("[3/3] the LeaderWorkerSet controller" in line for line in lines)
+    # then the Argo Rollouts controller, with its own toolchain and stamp
+    assert any("building the Argo Rollouts controller (github.com/argoproj/argo-rollouts@"
+               "v1.10.2, go1.27.3)" in line for line in lines)
+    built = tmp_path / "cache" / "argo-rollouts"
+    assert (built / "rollouts-controller").exists()
+    assert (built / "crds" / "rollout-crd.yaml").exists()
+    assert (built / "role" / "argo-rollouts-clusterrole.yaml").exists()
     again = run(REPO / "tests" / "e2e" / "build.sh", env=env)
-    assert "up to date" in again.stdout
+    assert again.stdout.splitlines() == [
+        f"e2e: control plane binaries up to date in {tmp_path / 'cache' / 'bin'}",
+        f"e2e: Argo Rollouts controller up to date in {built}"]
+    # a control plane rebuild leaves the controller's stamp (and binary) alone
+    (tmp_path / "cache" / "bin" / ".stamp").unlink()
+    third = run(REPO / "tests" / "e2e" / "build.sh", env=env)
+    assert third.stdout.splitlines()[-1] == f"e2e: Argo Rollouts controller up to date in {built}"
 
 
 def ci_copy(tmp_path: Path, make_test_fails: bool = False) -> tuple[Path, dict[str, str]]:

@@ -4,7 +4,8 @@
 #   etcd (go.etcd.io/etcd/server/v3) and the LeaderWorkerSet controller (sigs.k8s.io/lws),
 #   from the wrapper modules in tests/e2e/gomod, into $E2E_CACHE/bin (default
 #   ~/.cache/poolguard-e2e/v1.37.2/bin); the LeaderWorkerSet CRDs and RBAC from its module
-#   into $E2E_CACHE/lws.
+#   into $E2E_CACHE/lws. Then tests/e2e/build_rollouts.sh (the Argo Rollouts controller, its
+#   own toolchain, lock and stamp).
 # Modules come from the Go module proxy only; nothing is vendored, no binary committed.
 # A stamp (hash of the wrapper modules, the Go version and the flags) skips the build when
 # the binaries match; otherwise `go build` runs (incremental with a warm GOCACHE).
@@ -58,7 +59,8 @@ flock 9  # a second `make e2e` waits for the first build instead of racing it
 if up_to_date; then
     echo "e2e: control plane binaries up to date in $bin"
     flock -u 9
-    exec "$here/build_kruise.sh"
+    "$here/build_kruise.sh"
+    exec "$here/build_rollouts.sh"
 fi
 # go build prints nothing until it is done: say what is being built and for how long.
 echo "e2e: building the control plane $K8S_VERSION into $bin: with an empty Go cache about"
@@ -84,4 +86,5 @@ chmod -R u+w "$lws"
 stamp_text > "$bin/.stamp"
 echo "e2e: built in $(( $(date +%s) - start ))s: ${binaries[*]}"
 flock -u 9
-exec "$here/build_kruise.sh"
+"$here/build_kruise.sh"
+exec "$here/build_rollouts.sh"

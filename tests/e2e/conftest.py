@@ -18,7 +18,8 @@ import pytest
 from tests.e2e.controlplane import DEFAULT_BIN, ControlPlane
 from tests.e2e.harness import Environment, service_cidr
 from tests.e2e.lws import LwsController, install_crds
-from tests.e2e.rollouts_manifests import install_rollout_crd
+from tests.e2e.rollouts import RolloutsController
+from tests.e2e.rollouts import install_crds as install_rollouts_crds
 
 RESULTS = "results.json"
 
@@ -57,7 +58,7 @@ def env() -> Iterator[Environment]:
         # first list on (a CRD that appears later is picked up only at its next retry, a
         # minute on; tests/cluster covers that).
         install_crds(environment)
-        install_rollout_crd(environment)
+        install_rollouts_crds(environment)
         environment.install_poolguard()
         yield environment
     finally:
@@ -73,6 +74,18 @@ def lws_controller(env: Environment) -> Iterator[LwsController]:
     """The real LeaderWorkerSet controller, for the module that asks for it only (its pod
     webhooks cost every LWS pod creation a round trip; the other modules need none)."""
     controller = LwsController(env)
+    controller.start()
+    try:
+        yield controller
+    finally:
+        controller.stop()
+
+
+@pytest.fixture(scope="module")
+def rollouts_controller(env: Environment) -> Iterator[RolloutsController]:
+    """The real Argo Rollouts controller, for the modules that ask for it (elsewhere the
+    Rollouts other tests make as mere owners must stay untouched)."""
+    controller = RolloutsController(env)
     controller.start()
     try:
         yield controller

@@ -29,7 +29,7 @@ from tests.e2e.controlplane import Process, kubeconfig_text, wait_for
 from tests.e2e.fake_kubelet import MANUAL_LABEL
 from tests.e2e.harness import Environment, is_active
 from webhook.core.cloneset.prediction import predict_cloneset
-from webhook.core.cluster import Snapshot
+from webhook.core.view.cluster import Snapshot
 
 API = "apps.kruise.io/v1alpha1"
 CRD = "clonesets.apps.kruise.io"
@@ -210,4 +210,5 @@ def predicted(env: Environment, cloneset_obj: Mapping[str, Any], target: int) ->
             "possibleVictims": [p.name for p in prediction.possible_victims],
             "blocked": [{"name": b.pod.name, "reason": b.wait.reason}
                         for b in prediction.blocked],
+            "violations": [],  # judged once CloneSets are a registered kind
             "notes": prediction.notes}

@@ -23,7 +23,7 @@ from tests.e2e import lws
 from tests.e2e.controlplane import kubeconfig_text, wait_for
 from tests.e2e.fake_kubelet import STRATEGIC, pod_status
 from tests.e2e.harness import COST_ANNOTATION, Environment, api_client, is_active
-from tests.e2e.rollouts_manifests import install_rollout_crd
+from tests.e2e.rollouts import install_crds as install_rollouts_crds
 from tests.e2e.workloads import (
     apply,
     deployment,
@@ -64,7 +64,7 @@ def _crd(group: str, version: str, kind: str, plural: str) -> dict[str, Any]:
 def owner_kinds(env: Environment) -> None:
     """The owners' CRDs: the real Rollout CRD; minimal ones for the others, unless a real
     install (or another test) made them already."""
-    install_rollout_crd(env)
+    install_rollouts_crds(env)
     for name, (group, version, kind, plural) in OWNER_KINDS.items():
         if env.kubectl("get", "crd", name).code != 0:
             env.kubectl("create", "-f", "-", stdin=json.dumps(

@@ -54,8 +54,8 @@ from tests.e2e.workloads import (
     bind,
     compare,
     deployment,
-    owners_of,
     pod_template,
+    precision_counts,
     replica_sets,
     replicaset,
     running_ready,
@@ -367,8 +367,8 @@ class State:
         self.description += (f" [build {planned - started - (planned - built):.0f}s, plan "
                              f"{planned - built:.1f}s, scale {time.monotonic() - planned:.0f}s]")
         deleted = set(before) - set(active_pods(self.env, self.ns))
-        verdict = compare(document, deleted, owners_of(before))
-        classes += self.predicted(document, target, deleted)
+        verdict = compare(document, deleted)
+        classes += self.predicted(document, target, deleted) + verdict.precision
         if verdict.ok:
             saved.unlink(missing_ok=True)
         else:
@@ -432,6 +432,7 @@ def test_differential_plan_matches_the_real_controllers(env: Environment) -> Non
         "errors": len(errors), "failed": bool(errors), "seconds": time.monotonic() - started,
         "mismatchSeeds": [o.seed for o in mismatches], "errorSeeds": [o.seed for o in errors],
         "classes": dict(sorted(Counter(c for o in outcomes for c in o.classes).items())),
+        "precision": precision_counts(o.classes for o in outcomes),
     }, indent=2))
     lines = [f"seed {o.seed} ({o.description}): {'; '.join(o.problems)} "
              f"(state: differential/seed-{o.seed}.state.yaml)" for o in mismatches]

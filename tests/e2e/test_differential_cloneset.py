@@ -47,7 +47,7 @@ from tests.e2e.kruise import (
     settle_after_scale,
 )
 from tests.e2e.lws import deleted_since
-from tests.e2e.workloads import active_pods, apply, bind, compare, owners_of
+from tests.e2e.workloads import active_pods, apply, bind, compare
 
 POOL_WEIGHTS = {"inference": 4, "hybrid": 4, "training": 2}
 AGES = (20, 600, 3600, 86400)  # seconds ready
@@ -163,7 +163,7 @@ class CloneSetState:
             f" victims={len(document['victims'])} blocked={len(document['blocked'])}"
             f" deleted={len(deleted)} [build {built - started:.0f}s, scale "
             f"{time.monotonic() - predicted_at:.0f}s]")
-        problems = list(compare(document, deleted, owners_of(before)).problems)
+        problems = list(compare(document, deleted).problems)
         if problems:
             (self.out / f"seed-{self.seed}.json").write_text(json.dumps({
                 "seed": self.seed, "description": self.description, "prediction": document,

@@ -36,7 +36,14 @@ from tests.e2e.controlplane import wait_for
 from tests.e2e.fake_kubelet import MANUAL_LABEL, STRATEGIC, pod_status
 from tests.e2e.harness import Environment, is_active, node_names
 from tests.e2e.lws import API, LwsController, deleted_since, leader_worker_set, lws_template
-from tests.e2e.workloads import active_pods, apply, bind, compare, owners_of, wait_settled
+from tests.e2e.workloads import (
+    active_pods,
+    apply,
+    bind,
+    compare,
+    precision_counts,
+    wait_settled,
+)
 from tests.e2e.workloads import plan as plan_json
 
 PLACED = "e2e.poolguard.dev/placed"
@@ -160,7 +167,7 @@ class LwsState:
 
     # -- the experiment --
 
-    def run(self) -> tuple[list[str], str]:
+    def run(self) -> tuple[list[str], str, list[str]]:
         started = time.monotonic()
         self.build()
         built = time.monotonic()
@@ -187,7 +194,7 @@ class LwsState:
             f" victims={len(document['victims'])} blocked={len(document.get('blocked') or [])}"
             f" deleted={len(deleted)} [build {built - started:.0f}s, plan "
             f"{planned - built:.1f}s, scale {time.monotonic() - planned:.0f}s]")
-        verdict = compare(document, deleted, owners_of(before))
+        verdict = compare(document, deleted)
         problems = list(verdict.problems)
         blocked = {b["name"] for b in document.get("blocked") or []}
         if blocked & deleted:
@@ -198,18 +205,20 @@ class LwsState:
                 "deleted": sorted(deleted), "problems": problems}, indent=2))
         else:
             saved.unlink(missing_ok=True)
-        return problems, self.description
+        return problems, self.description, verdict.precision
 
 
-def run_state(env: Environment, seed: int, out: Path) -> tuple[int, list[str], str, str | None]:
-    """(seed, problems, description, error) of one state; its namespace is deleted after."""
+def run_state(env: Environment, seed: int, out: Path
+              ) -> tuple[int, list[str], str, str | None, list[str]]:
+    """(seed, problems, description, error, precision classes) of one state; its namespace
+    is deleted after."""
     state = LwsState(env, seed, out)
     try:
-        problems, description = state.run()
-        return seed, problems, description, None
+        problems, description, precision = state.run()
+        return seed, problems, description, None, precision
     except Exception as err:
         (out / f"seed-{seed}.error.txt").write_text(traceback.format_exc())
-        return seed, [], state.description, f"{type(err).__name__}: {err}"
+        return seed, [], state.description, f"{type(err).__name__}: {err}", []
     finally:
         env.delete_namespace(state.ns)
 
@@ -232,8 +241,8 @@ def test_differential_plan_matches_the_real_lws_controller(
     with open(env.run_dir / "differential-lws.log", "a", encoding="utf-8") as log, \
             ThreadPoolExecutor(int(os.environ.get("E2E_PARALLEL", "8"))) as pool:
         for future in as_completed([pool.submit(run_state, env, s, out) for s in seeds]):
-            seed, problems, description, error = future.result()
-            outcomes.append((seed, problems, description, error))
+            seed, problems, description, error, precision = future.result()
+            outcomes.append((seed, problems, description, error, precision))
             status = "ERROR" if error else ("ok" if not problems else "MISMATCH")
             log.write(f"seed {seed}: {status} {description} {error or '; '.join(problems)}\n")
             log.flush()
@@ -243,9 +252,10 @@ def test_differential_plan_matches_the_real_lws_controller(
         "states": len(outcomes) - len(errors), "mismatches": len(mismatches),
         "errors": len(errors), "failed": bool(errors), "seconds": time.monotonic() - started,
         "mismatchSeeds": [o[0] for o in mismatches], "errorSeeds": [o[0] for o in errors],
+        "precision": precision_counts(o[4] for o in outcomes),
     }, indent=2))
     lines = [f"seed {s} ({d}): {'; '.join(p)} (state: differential-lws/seed-{s}.state.yaml)"
-             for s, p, d, _ in mismatches]
+             for s, p, d, _, _ in mismatches]
     lines += [f"seed {s} ({d}) did not run: {e} (differential-lws/seed-{s}.error.txt)"
-              for s, _, d, e in errors]
+              for s, _, d, e, _ in errors]
     assert not lines, "\n".join(lines)

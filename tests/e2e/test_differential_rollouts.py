@@ -1,6 +1,6 @@
 """Differential fidelity for Argo Rollouts: `plan --workload ro/NS/NAME` against what the
-Rollouts controller (tests/e2e/rollouts_driver.py, with its identity) and the real
-ReplicaSet controller delete.
+real Argo Rollouts controller (v1.10.2, tests/e2e/rollouts.py) and the real ReplicaSet
+controller delete.
 
 Each seed builds a random Rollout in its own namespace: canary (a setWeight step then a
 pause; maxSurge/maxUnavailable as counts or percentages; sometimes a third revision that
@@ -10,9 +10,9 @@ sometimes; sometimes promoted, so the old active stays within its scale-down del
 Its pods get the same random fates as in tests/e2e/test_differential.py (pools, nodes,
 phases, readiness, ages, restarts, persons' costs), so new ReplicaSets often have
 unavailable pods and a rollout stops where the controller's rules stop it. Then `plan`
-predicts the victims of a scale-down, `kubectl scale rollout/w` performs it, the
-controller's passes run, and the deleted pods are compared (tests/e2e/workloads.py
-`compare`).
+predicts the victims of a scale-down (saving the state it read), `kubectl scale rollout/w`
+performs it, the controllers come to rest, and the deleted pods are compared
+(tests/e2e/workloads.py `compare`).
 
 E2E_ROLLOUT_STATES (default 50), E2E_SEED (first seed, default 1), E2E_PARALLEL (default 8);
 rerun seeds with E2E_ROLLOUT_SEEDS=N,M,... A failing seed's state, plan document and
@@ -31,16 +31,15 @@ from typing import Any
 
 import tests.e2e.test_differential as differential
 from tests.e2e.harness import Environment
-from tests.e2e.rollouts_driver import RolloutsController
-from tests.e2e.rollouts_manifests import (
-    IDENTITY,
-    blue_green_rollout,
-    canary_rollout,
-    install_rollout_crd,
-    services,
+from tests.e2e.rollouts import (
+    VERSION,
+    RolloutsController,
+    get_rollout,
+    promote_as_user,
+    wait_rollout_settled,
 )
-from tests.e2e.test_controllers import identity
-from tests.e2e.workloads import active_pods, apply, compare, owners_of, wait_settled
+from tests.e2e.rollouts_manifests import blue_green_rollout, canary_rollout, services
+from tests.e2e.workloads import active_pods, apply, compare, precision_counts
 from tests.e2e.workloads import plan as plan_json
 
 RESULTS = "differential-rollouts.json"
@@ -51,7 +50,7 @@ FENCEPOSTS = (0, 1, 2, "25%", "50%")
 class RolloutState(differential.State):
     """One random Rollout in namespace diff-ro-SEED, driven to a settled cluster."""
 
-    def __init__(self, env: Environment, seed: int, out: Path, kubeconfig: Path) -> None:
+    def __init__(self, env: Environment, seed: int, out: Path) -> None:
         super().__init__(env, seed, out)
         self.ns = f"diff-ro-{seed}"
         self.kind = "Rollout"
@@ -73,7 +72,6 @@ class RolloutState(differential.State):
                f"{' user-paused' if self.user_paused else ''}"
                if self.strategy == "canary" else
                f" preview={self.preview}{' promoted' if self.promote else ''}"))
-        self.controller = RolloutsController(env, kubeconfig, self.ns, "w")
 
     def manifest(self, revision: int) -> dict[str, Any]:
         template = self.template(revision)
@@ -98,21 +96,20 @@ class RolloutState(differential.State):
             apply(self.env, self.ns, self.manifest(revision))
             self.drive(rounds=self.rng.randint(1, 3))
         if self.promote:
-            self.controller.promote_as_user()
+            promote_as_user(self.env, self.ns, "w")
             self.drive(rounds=2)
         self.settle()
 
     def settle(self, quiet: bool = True) -> None:
-        """The controller's passes until nothing moves (and the ReplicaSets caught up)."""
-        self.controller.run(timeout=180, quiet=1.0 if quiet else 0.3)
-        wait_settled(self.env, self.ns, timeout=120, quiet=1.0 if quiet else 0.0)
+        """Until the Rollouts controller observed the spec and neither it nor the ReplicaSet
+        controller moved for a while (longer before plan reads and deletions count)."""
+        wait_rollout_settled(self.env, self.ns, "w", timeout=180, quiet=2.0 if quiet else 0.5)
 
     def run(self) -> differential.Outcome:
         started = time.monotonic()
         self.build()
         built = time.monotonic()
-        current = self.env.api_get(
-            f"/apis/argoproj.io/v1alpha1/namespaces/{self.ns}/rollouts/w")["spec"]["replicas"]
+        current = get_rollout(self.env, self.ns, "w")["spec"]["replicas"]
         target = self.rng.randint(0, current - 1)
         self.description += f" -> {target}"
         saved = self.out / f"seed-{self.seed}.state.yaml"
@@ -125,16 +122,17 @@ class RolloutState(differential.State):
         self.description += (f" [build {built - started:.0f}s, scale "
                              f"{time.monotonic() - built:.0f}s]")
         deleted = set(before) - set(active_pods(self.env, self.ns))
-        verdict = compare(document, deleted, owners_of(before))
+        verdict = compare(document, deleted)
         verdict.problems[:0] = problems
         if verdict.ok:
             saved.unlink(missing_ok=True)
         else:
             (self.out / f"seed-{self.seed}.json").write_text(json.dumps({
                 "seed": self.seed, "description": self.description, "plan": document,
-                "deleted": sorted(deleted), "controllerScaled": self.controller.scaled,
+                "deleted": sorted(deleted),
                 "problems": verdict.problems}, indent=2))
-        return differential.Outcome(self.seed, self.description, verdict.problems)
+        return differential.Outcome(self.seed, self.description, verdict.problems,
+                                    classes=verdict.precision)
 
 
     def resume_if_paused(self, before: dict[str, Any]) -> list[str]:
@@ -150,13 +148,11 @@ class RolloutState(differential.State):
         return [f"deleted while the rollout was paused: {early}"] if early else []
 
     def rollout_paused(self) -> bool:
-        return bool(self.env.api_get(
-            f"/apis/argoproj.io/v1alpha1/namespaces/{self.ns}/rollouts/w")["spec"].get("paused"))
+        return bool(get_rollout(self.env, self.ns, "w")["spec"].get("paused"))
 
 
-def run_state(env: Environment, seed: int, out: Path, kubeconfig: Path
-              ) -> differential.Outcome:
-    state = RolloutState(env, seed, out, kubeconfig)
+def run_state(env: Environment, seed: int, out: Path) -> differential.Outcome:
+    state = RolloutState(env, seed, out)
     try:
         return state.run()
     except Exception as err:
@@ -167,14 +163,13 @@ def run_state(env: Environment, seed: int, out: Path, kubeconfig: Path
         env.delete_namespace(state.ns)
 
 
-def test_differential_rollouts_plan_matches_the_controllers(env: Environment) -> None:
+def test_differential_rollouts_plan_matches_the_controllers(
+        env: Environment, rollouts_controller: RolloutsController) -> None:
     states = int(os.environ.get("E2E_ROLLOUT_STATES", "50"))
     first = int(os.environ.get("E2E_SEED", "1"))
     seeds = [int(s) for s in os.environ.get("E2E_ROLLOUT_SEEDS", "").split(",") if s.strip()]
     seeds = seeds or list(range(first, first + states))
     workers = int(os.environ.get("E2E_PARALLEL", "8"))
-    install_rollout_crd(env)
-    kubeconfig = identity(env, *IDENTITY)
     env.start_reconciler()
     env.set_policy(enforcement="warn")  # judge the prediction, not the verdict
     out = env.run_dir / "differential-rollouts"
@@ -183,21 +178,23 @@ def test_differential_rollouts_plan_matches_the_controllers(env: Environment) ->
     outcomes: list[differential.Outcome] = []
     with open(env.run_dir / "differential-rollouts.log", "a", encoding="utf-8") as log, \
             ThreadPoolExecutor(workers) as pool:
-        futures = [pool.submit(run_state, env, seed, out, kubeconfig) for seed in seeds]
+        futures = [pool.submit(run_state, env, seed, out) for seed in seeds]
         for future in as_completed(futures):
             outcome = future.result()
             outcomes.append(outcome)
             status = ("ERROR" if outcome.error else
                       "ok" if not outcome.problems else "MISMATCH")
             log.write(f"seed {outcome.seed}: {status} {outcome.description} "
-                      f"{outcome.error or '; '.join(outcome.problems)}\n")
+                      f"{outcome.error or '; '.join(outcome.problems)}"
+                      f"{' (' + '; '.join(outcome.classes) + ')' if outcome.classes else ''}\n")
             log.flush()
     mismatches = [o for o in outcomes if o.problems]
     errors = [o for o in outcomes if o.error]
     (env.run_dir / RESULTS).write_text(json.dumps({
-        "states": len(outcomes) - len(errors), "mismatches": len(mismatches),
+        "version": VERSION, "states": len(outcomes) - len(errors), "mismatches": len(mismatches),
         "errors": len(errors), "failed": bool(errors), "seconds": time.monotonic() - started,
         "mismatchSeeds": [o.seed for o in mismatches], "errorSeeds": [o.seed for o in errors],
+        "precision": precision_counts(o.classes for o in outcomes),
     }, indent=2))
     lines = [f"seed {o.seed} ({o.description}): {'; '.join(o.problems)} "
              f"(differential-rollouts/seed-{o.seed}.state.yaml)" for o in mismatches]

@@ -30,7 +30,7 @@ from tests.e2e.lws import (
     lws_replicas,
     wait_groups,
 )
-from tests.e2e.workloads import active_pods, apply, compare, owners_of, wait_settled
+from tests.e2e.workloads import active_pods, apply, compare, wait_settled
 from tests.e2e.workloads import plan as plan_json
 
 OWNER_DECIDED = re.compile(
@@ -74,7 +74,7 @@ def scale_down_as_predicted(env: Environment, ns: str, name: str, size: int, tar
              timeout=120, interval=0.5)
     wait_settled(env, ns)
     deleted = deleted_since(before, active_pods(env, ns))
-    verdict = compare(document, deleted, owners_of(before))
+    verdict = compare(document, deleted)
     assert verdict.ok, f"{verdict.problems}\nplan: {json.dumps(document, indent=2)}"
     # whole groups, highest index first
     gone = {group_and_worker(before[p])[0] for p in deleted}

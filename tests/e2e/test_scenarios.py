@@ -31,7 +31,6 @@ from tests.e2e.workloads import (
     apply,
     compare,
     deployment,
-    owners_of,
     pod_template,
     replica_sets,
     statefulset,
@@ -81,7 +80,7 @@ def deleted_after_scale(env: Environment, ns: str, workload: str, replicas: int
     assert result.code == 0, str(result)
     wait_settled(env, ns)
     deleted = set(before) - set(active_pods(env, ns))
-    return document, compare(document, deleted, owners_of(before))
+    return document, compare(document, deleted)
 
 
 def spread_deployment(env: Environment, ns: str, name: str, replicas: int) -> list[dict]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,6 @@ from tests.e2e.fake_kubelet import MANUAL_LABEL
 from tests.e2e.harness import POOL_LABEL, Environment, is_active
 
 IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: there is no kubelet
-TIED_PREFIX = "tied with"  # plan's reason for a victim decided by rules 6-8 (not certain)
 
 
 def pod_template(app: str, *, pools: Sequence[str] | None = None, manual: bool = False,
@@ -195,22 +194,30 @@ class Verdict:
     certain: set[str]
     problems: list[str] = field(default_factory=list)
     blocked: set[str] = field(default_factory=set)  # condemned, but the controller waits
+    # Precision (not failures): plan found a violation though the pods really deleted broke
+    # no rule; plan's victims and possible victims were every active pod of the workload.
+    denied_needlessly: bool = False
+    all_possible: bool = False
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
+    @property
+    def precision(self) -> list[str]:
+        """The precision classes of this scale-down (PRECISION's names)."""
+        return [name for name, flag in zip(PRECISION, (self.denied_needlessly,
+                                                       self.all_possible), strict=True)
+                if flag]
 
-def compare(document: Mapping[str, Any], deleted: set[str],
-            owners: Mapping[str, str]) -> Verdict:
-    """Pass: every deleted pod is a victim or a possible victim, and every certain victim
-    was deleted.
 
-    Certain: plan's own `certain` flag on the victim when the document has one; else a
-    victim whose controller (`owners`: pod name -> owning ReplicaSet/StatefulSet) has no
-    possible victim, since a possible victim can only replace a victim of the same
-    ReplicaSet (each one deletes exactly down to its target), and whose reason is not a
-    tie on rules 1-5.
+PRECISION = ("plan denied, the real deletions broke no rule",
+             "every active pod a victim or possible victim")
+
+
+def compare(document: Mapping[str, Any], deleted: set[str]) -> Verdict:
+    """Pass: every deleted pod is a victim or a possible victim, and every victim plan
+    marked `certain` (no other pod of its controller may go in its place) was deleted.
 
     Blocked (StatefulSets under OrderedReady): condemned pods the controller deletes only
     once the pod it waits on is Running and Ready. None of them may be deleted while that
@@ -218,12 +225,12 @@ def compare(document: Mapping[str, Any], deleted: set[str],
     victims = {v["name"] for v in document["victims"]}
     possible = set(document["possibleVictims"])
     blocked = {b["name"] for b in document.get("blocked") or []}
-    uncertain_owners = {owners.get(name) for name in possible}
-    certain = {v["name"] for v in document["victims"]
-               if v.get("certain", not (
-                   str(v.get("reason", "")).startswith(TIED_PREFIX)
-                   or owners.get(v["name"]) in uncertain_owners))}
+    certain = {v["name"] for v in document["victims"] if v["certain"]}
     verdict = Verdict(deleted, victims, possible, certain, blocked=blocked)
+    verdict.denied_needlessly = bool(document["violations"]) and not _breaks_protected_last(
+        document, deleted)
+    everyone = {p["name"] for p in document.get("pods") or []}
+    verdict.all_possible = bool(possible) and everyone <= victims | possible
     unexpected = deleted - victims - possible - blocked
     if unexpected:
         verdict.problems.append(f"deleted but not predicted: {sorted(unexpected)}")
@@ -235,13 +242,27 @@ def compare(document: Mapping[str, Any], deleted: set[str],
     return verdict
 
 
+def precision_counts(classes: Iterable[Iterable[str]]) -> dict[str, int]:
+    """How many states fell in each PRECISION class (every class listed, 0 too)."""
+    counts = dict.fromkeys(PRECISION, 0)
+    for each in classes:
+        for name in each:
+            if name in counts:
+                counts[name] += 1
+    return counts
+
+
+def _breaks_protected_last(document: Mapping[str, Any], deleted: set[str]) -> bool:
+    """Do the pods really deleted break protectedLast (a protected-pool pod gone while a
+    pod outside protected pools survives)? The e2e policy's only rule that deletions can
+    break (its minProtectedReplicas is 0)."""
+    pods = document.get("pods") or []
+    return (any(p["protected"] for p in pods if p["name"] in deleted)
+            and any(not p["protected"] for p in pods if p["name"] not in deleted))
+
+
 def active_pods(env: Environment, namespace: str) -> dict[str, dict[str, Any]]:
     return {p["metadata"]["name"]: p for p in env.pods(namespace) if is_active(p)}
-
-
-def owners_of(pods: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
-    """Pod name -> the uid of its controller (ReplicaSet or StatefulSet)."""
-    return {name: owner_uid(pod) or "" for name, pod in pods.items()}
 
 
 class PodRecorder:

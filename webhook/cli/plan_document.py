@@ -15,7 +15,7 @@ from typing import Any
 from ..core.leaderworkerset.leader_worker_set import LwsGroup
 from ..core.objects.kube import name_of, namespace_of, replicas_of
 from ..core.policy.policy import Policy, policy_for
-from ..core.replicaset.active_pods_with_ranks import RankedPod, TieGroup, deciding_rule
+from ..core.replicaset.active_pods_with_ranks import RankedPod, TieGroup, deciding_rule, is_certain
 from ..core.scale.assessment import Assessment
 from ..core.scale.clamp import clamp_scale_down
 from ..core.scale.decision import preview_scale
@@ -112,7 +112,8 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
         "workload": {"kind": prediction.kind, "namespace": prediction.namespace,
                      "name": prediction.name},
         "replicas": {"from": prediction.from_replicas, "to": prediction.to_replicas},
-        "victims": [victim_entry(p) for p in prediction.victims],
+        "victims": [{**victim_entry(p), "certain": is_certain(p, prediction.tie_groups)}
+                    for p in prediction.victims],
         "possibleVictims": [p.name for p in prediction.possible_victims],
         # Deleted only once the controller stops waiting on `waitingOn` (StatefulSets).
         "blocked": [{**victim_entry(b.pod), "waitingOn": b.waiting_on, "reason": b.wait.reason}

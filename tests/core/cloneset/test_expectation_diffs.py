@@ -16,7 +16,7 @@ from webhook.core.cloneset.expectation_diffs import (
     default_is_pod_update,
     expectation_diffs,
 )
-from webhook.core.podfacts import PodFacts
+from webhook.core.objects.podfacts import PodFacts
 
 STATES = {"": "Normal", "D": "PreparingDelete", "U": "PreparingUpdate", "X": "Updating"}
 

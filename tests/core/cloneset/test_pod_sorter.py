@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from webhook.core.cloneset.cloneset_pod import CloneSetPod
 from webhook.core.cloneset.pod_sorter import less, same_node_ranks, sort_key
-from webhook.core.kube import format_time_ns, parse_time_ns
-from webhook.core.podfacts import PodFacts
+from webhook.core.objects.kube import format_time_ns, parse_time_ns
+from webhook.core.objects.podfacts import PodFacts
 
 NOW = parse_time_ns("2026-03-15T12:00:00Z")
 THEN = parse_time_ns("2026-02-15T12:00:00Z")  # a month before, as upstream's AddDate(0, -1, 0)

@@ -19,6 +19,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from webhook.core.replicaset.active_pods_with_ranks import is_certain
 from webhook.core.replicaset.replicaset_sync import Deletion, predict_deletions
 
 COST = "controller.kubernetes.io/pod-deletion-cost"
@@ -137,6 +138,11 @@ def check_against_reference(fast: Deletion, pods: list[dict], related: list[dict
             assert group.removed == batch - len(certain)
         else:
             assert chosen == certain | tied
+        if taken_so_far == 0 and diff <= burst:  # one sync: certain when rules 1-5 decide
+            split = batch < len(ordered) and keys[batch] == cut_key
+            for victim in fast.victims:
+                assert is_certain(victim, fast.tie_groups) == (
+                    victim.name in certain or not split), victim.name
         # Go on from the fast path's choice (legal, as checked above).
         for name in chosen:
             if name in counted:

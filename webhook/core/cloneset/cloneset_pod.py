@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..podfacts import PodFacts
+from ..objects.podfacts import PodFacts
 
 LIFECYCLE_STATE_LABEL = "lifecycle.apps.kruise.io/state"
 PREPARING_NORMAL = "PreparingNormal"

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..deployment_util import scaled_int_or_percent
-from ..kube import labels_of, spec_of, status_of
+from ..deployment.deployment_util import scaled_int_or_percent
+from ..objects.kube import labels_of, spec_of, status_of
 from .cloneset_pod import PreDeleteHook
 
 DEFAULT_MAX_UNAVAILABLE = "20%"

@@ -23,14 +23,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..active_pods_with_ranks import RankedPod, TieGroup, ranked_pod
-from ..cluster import ClusterView, candidate_pod_facts
-from ..kube import name_of, namespace_of, replicas_of, spec_of
-from ..ownership import identity_of, points_at
-from ..podfacts import PodFacts
-from ..prediction import Blocked, ScalePrediction
-from ..selectors import compile_workload_selector
-from ..stateful_set_control import Wait
+from ..objects.kube import name_of, namespace_of, replicas_of, spec_of
+from ..objects.ownership import identity_of, points_at
+from ..objects.podfacts import PodFacts
+from ..objects.selectors import compile_workload_selector
+from ..replicaset.active_pods_with_ranks import RankedPod, TieGroup, ranked_pod
+from ..scale.prediction import Blocked, ScalePrediction
+from ..statefulset.stateful_set_control import Wait
+from ..view.cluster import ClusterView, candidate_pod_facts
 from .cloneset_pod import CloneSetPod
 from .cloneset_spec import CloneSetSpec
 from .scale_sync import HELD_BY_LIMIT, ScaleIn, Tie, scale_in

@@ -203,6 +203,13 @@ def possible_victims(victims: list[RankedPod], tie_groups: list[TieGroup]) -> li
     return [p for g in tie_groups for p in g.members if id(p) not in victim_ids]
 
 
+def is_certain(victim: RankedPod, tie_groups: list[TieGroup]) -> bool:
+    """No other pod may go in this victim's place: it is in no tie group of which only
+    some members go (a group whose members may all go, a race's, keeps it certain)."""
+    return not any(g.removed < len(g.members) and any(p is victim for p in g.members)
+                   for g in tie_groups)
+
+
 class RelatedPods:
     """The related pods (only they count towards a node's rank), by namespace and name as
     the controller tells pods apart.
