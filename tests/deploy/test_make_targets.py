@@ -81,7 +81,7 @@ def test_promtool_comes_from_debian_in_seconds_and_checks_our_rules(tmp_path: Pa
 
 def fake_go(tmp_path: Path) -> Path:
     """A `go` that answers `version`, makes empty binaries for `build -o OUT ...` and gives a
-    module directory holding the files build.sh and build_rollouts.sh copy for
+    module directory holding the files build.sh, build_kruise.sh and build_rollouts.sh copy for
     `mod download -json MODULE`."""
     bin_dir = tmp_path / "fakebin"
     bin_dir.mkdir()
@@ -95,6 +95,7 @@ if [ "$1" = mod ]; then
     "$dir/config/rbac/role.yaml" "$dir/config/webhook/manifests.yaml"
   mkdir -p "$dir/manifests/crds" "$dir/manifests/role"
   touch "$dir/manifests/crds/rollout-crd.yaml" "$dir/manifests/role/argo-rollouts-clusterrole.yaml"
+  touch "$dir/config/crd/bases/apps.kruise.io_clonesets.yaml"
   printf '{\\n\\t"Dir": "%s",\\n}\\n' "$dir"; exit 0
 fi
 shift
@@ -108,6 +109,7 @@ while [ $# -gt 0 ]; do
 done
 for p in "${pkgs[@]}"; do
   if [[ $out == */ ]]; then target=$out$(basename "$p"); else target=$out; fi
+  mkdir -p "$(dirname "$target")"
   printf '#!/bin/sh\\n' > "$target"; chmod +x "$target"
 done
 """)
@@ -126,6 +128,12 @@ def test_the_control_plane_build_says_what_it_builds(tmp_path: Path) -> None:
                for line in lines)
     assert any("[2/3] etcd" in line for line in lines)
     assert any("[3/3] the LeaderWorkerSet controller" in line for line in lines)
+    # then the CloneSet controller, with its own stamp
+    assert any("building the CloneSet controller (github.com/openkruise/kruise@v1.8.0)" in line
+               for line in lines)
+    kruise = tmp_path / "cache" / "kruise"
+    assert (kruise / "bin" / "cloneset-controller").exists()
+    assert (kruise / "crd" / "apps.kruise.io_clonesets.yaml").exists()
     # then the Argo Rollouts controller, with its own toolchain and stamp
     assert any("building the Argo Rollouts controller (github.com/argoproj/argo-rollouts@"
                "v1.10.2, go1.27.3)" in line for line in lines)
@@ -136,6 +144,7 @@ def test_the_control_plane_build_says_what_it_builds(tmp_path: Path) -> None:
     again = run(REPO / "tests" / "e2e" / "build.sh", env=env)
     assert again.stdout.splitlines() == [
         f"e2e: control plane binaries up to date in {tmp_path / 'cache' / 'bin'}",
+        f"e2e: CloneSet controller up to date in {kruise / 'bin'}",
         f"e2e: Argo Rollouts controller up to date in {built}"]
     # a control plane rebuild leaves the controller's stamp (and binary) alone
     (tmp_path / "cache" / "bin" / ".stamp").unlink()
