@@ -39,6 +39,7 @@ SKIPPED = "skipped"
 FAILED = "failed"
 CLEANED = "cleaned"
 UNTOUCHED = "untouched"
+WRITE_REASONS = ("new", "pool", "rank")  # see write_reason
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,17 @@ def verdict_for(pod: Obj, policy: Policy, view: PodView,
     if decision.action == KEEP:
         return Verdict(KEPT)
     return Verdict(SKIPPED, "unknown-node")
+
+
+def write_reason(pod: Obj, decision: CostDecision) -> str:
+    """Why a PATCH writes: `new` (no cost of poolguard's yet), `pool` (the node's pool
+    changed, or the policy's cost for it), or `rank` (same pool, the node's rank moved)."""
+    annotations = annotations_of(pod)
+    if MANAGED_COST_ANNOTATION not in annotations:
+        return "new"
+    if annotations.get(POOL_ANNOTATION) != decision.pool or decision.cost is None:
+        return "pool"
+    return "rank"
 
 
 def skip_reason(pod: Obj, policy: Policy, view: PodView,
