@@ -21,6 +21,7 @@ from tests.core.consolidation_clusters import GpuCluster, random_cluster
 from webhook.core.cluster import Snapshot
 from webhook.core.consolidation import node_load
 from webhook.core.deletion_cost import DELETION_COST_ANNOTATION, MANAGED_COST_ANNOTATION
+from webhook.core.freed_nodes import what_victims_free
 from webhook.core.node_occupancy import best_freed, freed_nodes, owner_of
 from webhook.core.node_rank import SLOTS, node_tie_break
 from webhook.core.policy import default_policy, parse_policy
@@ -60,7 +61,13 @@ def hybrid_outcomes(view: Snapshot, cluster: GpuCluster, policy):
             prediction = predict_scale(view, deployment, len(pods) - removed, NOW)
             victims = {(p.namespace, p.name) for p in prediction.victims}
             assert len(victims) == removed
-            yield len(freed_nodes(loads, victims)), best_freed(loads, owner, removed)
+            freed, best = len(freed_nodes(loads, victims)), best_freed(loads, owner, removed)
+            # what plan reports for the same scale-down
+            frees = what_victims_free(view, policy, prediction.victims,
+                                      [p["spec"]["nodeName"] for p in pods])
+            assert (len(frees.nodes), frees.best) == (freed, best)
+            assert frees.as_json()["freedGpus"]["total"] == 8 * freed
+            yield freed, best
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
