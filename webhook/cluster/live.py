@@ -51,7 +51,7 @@ from ..core.cluster import (
 )
 from ..core.kube import labels_of, name_of, namespace_of
 from ..core.podfacts import PodFacts
-from ..core.pods_by_node import PodsByNode
+from ..core.pods_by_node import PodsByNode, T
 from ..errors import GoneError, NotFoundError
 from .compact import compact
 from .kubeclient import (
@@ -238,6 +238,11 @@ class LiveCluster(IndexedClusterView):
         """The cached pods bound to node `name`."""
         with self._lock:
             return self._by_node.on(name)
+
+    def read_node(self, name: str, key: object, compute: Callable[[list[Obj]], T]) -> T:
+        """`compute(pods on node)`, remembered until a pod there changes or `key` does."""
+        with self._lock:
+            return self._by_node.remembered(name, key, compute)
 
     def node(self, name: str) -> Obj | None:
         return self._get("nodes", "", name)

@@ -8,13 +8,13 @@ list of resource types poolguard reads (the cache watches them, state files hold
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from .kube import labels_of, name_of, namespace_of
 from .podfacts import PodFacts
-from .pods_by_node import PodsByNode
+from .pods_by_node import PodsByNode, T
 
 
 @dataclass(frozen=True)
@@ -345,9 +345,17 @@ class Snapshot(IndexedClusterView):
 
     def pods_on_node(self, name: str) -> list[Mapping[str, Any]]:
         """The pods bound to node `name` (indexed on first use)."""
+        return self._pods_by_node().on(name)
+
+    def read_node(self, name: str, key: object,
+                  compute: Callable[[list[Mapping[str, Any]]], T]) -> T:
+        """`compute(pods on node)`, remembered per node and `key` (`PodsByNode.remembered`)."""
+        return self._pods_by_node().remembered(name, key, compute)
+
+    def _pods_by_node(self) -> PodsByNode:
         if self._by_node is None:
             self._by_node = PodsByNode(self._pod_index.values())
-        return self._by_node.on(name)
+        return self._by_node
 
     def read_all_facts(self) -> None:
         """Read the facts of every pod now (a server does this once, after loading)."""

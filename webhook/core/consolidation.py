@@ -30,6 +30,18 @@ def node_load(policy: Policy, node_name: str, node: Mapping[str, Any] | None,
                     gpus_offered(node, policy.gpu_resources), tuple(occupants))
 
 
+def view_node_load(policy: Policy, view: Any, node_name: str,
+                   node: Mapping[str, Any] | None) -> NodeLoad:
+    """`node_load` from a view's pods on the node, remembered by views that can
+    (`read_node`: until a pod there changes), so a node is read once, not once per pod."""
+    read_node = getattr(view, "read_node", None)
+    if read_node is None:
+        return node_load(policy, node_name, node, view.pods_on_node(node_name))
+    key = (policy.pool_label, policy.gpu_resources, policy.pool_of_node(node),
+           gpus_offered(node, policy.gpu_resources))
+    return read_node(node_name, key, lambda pods: node_load(policy, node_name, node, pods))
+
+
 def wanted_cost(policy: Policy, pool: str | None, pod: Mapping[str, Any],
                 load: NodeLoad | None) -> int:
     """The cost `pod` should carry on a node of `pool` whose occupancy is `load`.
@@ -60,3 +72,15 @@ def with_pod(pods: Iterable[Mapping[str, Any]], pod: Mapping[str, Any],
     spec["nodeName"] = node_name
     return [*others, {**pod, "spec": spec}]
 
+
+
+def cost_at_binding(policy: Policy, pool: str | None, pod: Mapping[str, Any], node_name: str,
+                    node: Mapping[str, Any], pods_on_node: list[Mapping[str, Any]] | None
+                    ) -> int | None:
+    """The rank a pod bound to `node_name` gets, read from the cached pods there with the
+    pod added; None when its pool does not consolidate or the node's pods are unknown
+    (then the pool's cost, the band's top, as for a node nobody can free)."""
+    if not needs_load(policy, pool) or pods_on_node is None:
+        return None
+    load = node_load(policy, node_name, node, with_pod(pods_on_node, pod, node_name))
+    return wanted_cost(policy, pool, pod, load)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from .kube import name_of, namespace_of, spec_of
 
 PodRef = tuple[str, str]  # (namespace, name)
+T = TypeVar("T")
 
 
 class PodsByNode:
@@ -18,6 +19,8 @@ class PodsByNode:
     def __init__(self, pods: Iterable[Mapping[str, Any]] = ()) -> None:
         self._nodes: dict[str, dict[PodRef, Mapping[str, Any]]] = {}
         self._node_of: dict[PodRef, str] = {}
+        # node -> (key, value): what was read from the node's pods, until they change
+        self._memo: dict[str, tuple[object, Any]] = {}
         for pod in pods:
             self.put(pod)
 
@@ -29,11 +32,13 @@ class PodsByNode:
         if isinstance(node, str) and node:
             self._nodes.setdefault(node, {})[ref] = pod
             self._node_of[ref] = node
+            self._memo.pop(node, None)
 
     def drop(self, ref: PodRef) -> None:
         """Forget the pod `ref` (deleted)."""
         node = self._node_of.pop(ref, None)
         if node is not None:
+            self._memo.pop(node, None)
             pods = self._nodes[node]
             pods.pop(ref, None)
             if not pods:
@@ -42,6 +47,17 @@ class PodsByNode:
     def on(self, node: str) -> list[Mapping[str, Any]]:
         """The pods bound to `node`."""
         return list(self._nodes.get(node, {}).values())
+
+    def remembered(self, node: str, key: object,
+                   compute: Callable[[list[Mapping[str, Any]]], T]) -> T:
+        """`compute(pods on node)`, remembered until a pod there changes or `key` does
+        (a node's occupancy is read once per change, not once per pod on it)."""
+        memo = self._memo.get(node)
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        value = compute(self.on(node))
+        self._memo[node] = (key, value)
+        return value
 
     def node_names(self) -> list[str]:
         """Every node that has pods."""

@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..core.consolidation import needs_load, node_load, wanted_cost
+from ..core.consolidation import needs_load, view_node_load, wanted_cost
 from ..core.deletion_cost import (
     DELETION_COST_ANNOTATION,
     MANAGED_COST_ANNOTATION,
@@ -74,7 +74,7 @@ def verdict_for(pod: Obj, policy: Policy, view: PodView,
     pool = policy.pool_of_node(node)
     cost = None
     if node is not None and needs_load(policy, pool):
-        load = node_load(policy, node_name, node, view.pods_on_node(node_name))
+        load = view_node_load(policy, view, node_name, node)
         cost = wanted_cost(policy, pool, pod, load)
     decision = decide_cost(policy, annotations_of(pod), pool, pool_known=node is not None,
                            cost=cost)
