@@ -25,13 +25,13 @@ from dataclasses import replace
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-from tests.core.consolidation_clusters import gpu_node, gpu_pod
 from tests.support import factories as f
+from tests.support.gpu_clusters import gpu_node, gpu_pod
 from tests.support.kubeapi import FakeKubeAPI, wait_until
 from webhook.cluster.kubeclient import api_client_from
 from webhook.cluster.live import NAMESPACES, NODES, PODS, LiveCluster
-from webhook.core.cluster import Snapshot
-from webhook.core.policy import default_policy
+from webhook.core.policy.policy import default_policy
+from webhook.core.view.cluster import Snapshot
 from webhook.reconciler.options import Options
 from webhook.reconciler.passes import run_once
 from webhook.reconciler.preview import preview

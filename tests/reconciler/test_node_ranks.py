@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 from kubernetes import client as k8s
 
-from tests.core.consolidation_clusters import gpu_node, gpu_pod
 from tests.support import factories as f
+from tests.support.gpu_clusters import gpu_node, gpu_pod
 from tests.support.kubeapi import FakeKubeAPI, wait_until
 from webhook.cluster.kubeclient import api_client_from
 from webhook.cluster.live import NAMESPACES, NODES, PODS, LiveCluster
-from webhook.core.cluster import Snapshot
-from webhook.core.deletion_cost import DELETION_COST_ANNOTATION as COST
-from webhook.core.policy import default_policy
+from webhook.core.cost.deletion_cost import DELETION_COST_ANNOTATION as COST
+from webhook.core.policy.policy import default_policy
+from webhook.core.view.cluster import Snapshot
 from webhook.reconciler.options import Options
 from webhook.reconciler.preview import preview
 from webhook.reconciler.service import Service

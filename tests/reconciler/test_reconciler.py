@@ -22,13 +22,13 @@ from tests.support.policies import FLAT_POLICY_FILE, flat_policy
 from webhook.cli.main import build_parser, main
 from webhook.cluster.kubeclient import api_client_from
 from webhook.cluster.live import NAMESPACES, NODES, PODS, LiveCluster, read_snapshot
-from webhook.core.deletion_cost import (
+from webhook.core.cost.deletion_cost import (
     DELETION_COST_ANNOTATION as COST,
 )
-from webhook.core.deletion_cost import (
+from webhook.core.cost.deletion_cost import (
     MANAGED_COST_ANNOTATION as MARKER,
 )
-from webhook.core.deletion_cost import (
+from webhook.core.cost.deletion_cost import (
     POOL_ANNOTATION as POOL,
 )
 from webhook.reconciler.lease import LeaderElector

@@ -1,7 +1,7 @@
 """What a planned scale-down frees, in the plan document and its text and HTML renderings.
 
 The document fields (`freedNodes: [{node, pool, gpus}]`, `freedGpus: {total, byPool}`,
-`bestFreedNodes`) come from `core.freed_nodes`; a view that cannot list a node's pods
+`bestFreedNodes`) come from `core.consolidation.freed_nodes`; a view that cannot list a node's pods
 gives none of them.
 """
 
@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from ..core.freed_nodes import what_victims_free
-from ..core.policy import Policy
+from ..core.consolidation.freed_nodes import what_victims_free
+from ..core.policy.policy import Policy
 
 
 def frees_fields(view: Any, policy: Policy, victims: Sequence[Any],

@@ -14,9 +14,9 @@ import argparse
 import yaml
 
 from ..cluster.state import load_policy
-from ..core.admission_policy import admission_policy_objects
-from ..core.policy import default_policy
-from ..core.policy_text import explain_policy
+from ..core.cost.admission_policy import admission_policy_objects
+from ..core.policy.policy import default_policy
+from ..core.policy.policy_text import explain_policy
 
 
 def add_policy_parser(commands: argparse._SubParsersAction) -> None:

@@ -34,7 +34,9 @@ from urllib.parse import quote
 
 from kubernetes import client
 
-from ..core.cluster import (
+from ..core.objects.kube import labels_of, name_of, namespace_of
+from ..core.objects.podfacts import PodFacts
+from ..core.view.cluster import (
     DEPLOYMENTS,
     LEADERWORKERSETS,
     NAMESPACES,
@@ -49,9 +51,7 @@ from ..core.cluster import (
     LabelIndex,
     Resource,
 )
-from ..core.kube import labels_of, name_of, namespace_of
-from ..core.podfacts import PodFacts
-from ..core.pods_by_node import PodsByNode, T
+from ..core.view.pods_by_node import PodsByNode, T
 from ..errors import GoneError, NotFoundError
 from .compact import compact
 from .kubeclient import (

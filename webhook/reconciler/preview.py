@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from ..core.deletion_cost import DELETION_COST_ANNOTATION, deletion_cost_of
-from ..core.kube import annotations_of, name_of, namespace_of, spec_of
-from ..core.policy import Policy
+from ..core.cost.deletion_cost import DELETION_COST_ANNOTATION, deletion_cost_of
+from ..core.objects.kube import annotations_of, name_of, namespace_of, spec_of
+from ..core.policy.policy import Policy
 from .decide import KEPT, SKIPPED, PodView, verdict_for
 
 # Pods the preview leaves out: the reconciler never looks at them.

@@ -24,9 +24,9 @@ from kubernetes import client
 
 from ..cluster.live import NAMESPACES, NODES, PODS, LiveCluster
 from ..cluster.state import PolicyHolder
-from ..core.consolidation import needs_load, node_load
-from ..core.kube import Obj, labels_of, meta, name_of, namespace_of, spec_of, status_of
-from ..core.policy import Policy
+from ..core.consolidation.pod_cost import needs_load, node_load
+from ..core.objects.kube import Obj, labels_of, meta, name_of, namespace_of, spec_of, status_of
+from ..core.policy.policy import Policy
 from .decide import FAILED, KEPT, PATCH, PodKey
 from .lease import make_elector
 from .metrics import Metrics

@@ -1,0 +1,5 @@
+"""The node-pool policy.
+
+- policy.py        its shape, validation with field-named errors, and pool lookups
+- policy_text.py   the policy explained in plain words (`policy check`)
+"""
