@@ -3,7 +3,10 @@
 `plan_document` builds the dict that `--output json` prints (victims, possible victims,
 the verdict, every pod's fate); `render_text` turns it into the table for people, and
 `audit_workloads` with `render_audit` do the same for `--all-workloads`. The command
-itself (flags, reading the state, exit codes) is `webhook.cli.plan`.
+itself (flags, reading the state, exit codes) is `webhook.cli.plan`. What a scale-down
+frees (`freedNodes` and the rest) is `webhook.cli.plan_frees`.
+
+Size: the document and its text rendering read the same keys and change together.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from ..core.scale.owner_sizing import sizing_owner
 from ..core.scale.verdict import placement
 from ..core.view.cluster import KIND_NAMES, KIND_SHORT_NAMES, ClusterView, Snapshot, canonical_kind
 from ..errors import InputError
+from .plan_frees import frees_fields, frees_lines
 
 VICTIM, POSSIBLE_VICTIM, BLOCKED, SURVIVES = "victim", "possible-victim", "blocked", "survives"
 
@@ -197,6 +201,8 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
         group_of = {p.name: g.index for g in prediction.groups for p in g.pods}
         for entry in document["pods"]:
             entry["group"] = group_of.get(entry["name"])
+    document.update(frees_fields(view, policy, prediction.victims,
+                                 prediction.victims + prediction.survivors))
     if prediction.replica_set_targets:
         document["replicaSets"] = {
             name: {"from": before, "to": after}
@@ -394,6 +400,7 @@ def render_text(document: Mapping[str, Any]) -> str:
         lines.append("")
         lines.extend("  ".join(cell.ljust(widths[i]) if i < 4 else cell
                                for i, cell in enumerate(row)).rstrip() for row in rows)
+        lines.extend(frees_lines(document))
     if document["blocked"]:
         lines.append("")
         lines.append("Blocked (deleted only once the controller stops waiting): " + "; ".join(
