@@ -75,12 +75,13 @@ def with_pod(pods: Iterable[Mapping[str, Any]], pod: Mapping[str, Any],
 
 
 def cost_at_binding(policy: Policy, pool: str | None, pod: Mapping[str, Any], node_name: str,
-                    node: Mapping[str, Any], pods_on_node: list[Mapping[str, Any]] | None
-                    ) -> int | None:
-    """The rank a pod bound to `node_name` gets, read from the cached pods there with the
-    pod added; None when its pool does not consolidate or the node's pods are unknown
-    (then the pool's cost, the band's top, as for a node nobody can free)."""
+                    node: Mapping[str, Any], view: Any) -> int | None:
+    """The rank a pod bound to `node_name` gets, read from the view's pods there (a
+    watch-fed cache) with the pod added; None when its pool does not consolidate or the
+    view cannot list a node's pods (the pool's cost then applies: the band's top, the
+    place of a node nobody can free, until the reconciler ranks it)."""
+    pods_on_node = getattr(view, "pods_on_node", None)
     if not needs_load(policy, pool) or pods_on_node is None:
         return None
-    load = node_load(policy, node_name, node, with_pod(pods_on_node, pod, node_name))
+    load = node_load(policy, node_name, node, with_pod(pods_on_node(node_name), pod, node_name))
     return wanted_cost(policy, pool, pod, load)
