@@ -8,6 +8,7 @@ state; a change on one node rewrites pods on that node only; a value a person se
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,8 @@ from kubernetes import client as k8s
 from tests.support import factories as f
 from tests.support.gpu_clusters import gpu_node, gpu_pod
 from tests.support.kubeapi import FakeKubeAPI, wait_until
+from tests.support.policies import FLAT_POLICY_FILE
+from webhook.cli.main import main
 from webhook.cluster.kubeclient import api_client_from
 from webhook.cluster.live import NAMESPACES, NODES, PODS, LiveCluster
 from webhook.core.cost.deletion_cost import DELETION_COST_ANNOTATION as COST
@@ -106,3 +109,37 @@ def test_ranks_follow_pods_node_by_node(api: FakeKubeAPI, tmp_path: Path) -> Non
             "poolguard_reconciler_writes_total", {"reason": r}) for reason in ("new", "rank")}
         wait_until(lambda: by_reason["new"]() == 7, message="serve-5's write counted")
         assert by_reason["rank"]() == 2
+
+
+def test_state_preview_prints_every_governed_scheduled_pod(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["reconcile", "--state", "examples/cluster-state.yaml", "--policy",
+                 "examples/policy.yaml", "--dry-run", "--output", "json"])
+    out = capsys.readouterr().out
+    pods = json.loads(out)["pods"]
+    assert code == 0 and len(pods) == 17  # 18 pods, one not scheduled
+    assert all(set(p) == {"namespace", "name", "node", "pool", "deletionCost", "desiredCost"}
+               for p in pods)
+    by_name = {p["name"]: p for p in pods}
+    assert by_name["llm-serve-7c9d8f6b5-k4z9s"]["desiredCost"] == 2000  # a person's value
+    assert all(p["deletionCost"] == p["desiredCost"] for p in pods)  # the example is ranked
+    code = main(["reconcile", "--state", "examples/cluster-state.yaml", "--policy",
+                 str(FLAT_POLICY_FILE), "--dry-run"])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0 and lines and all(line.endswith("(node gpu-hyb-1, pool hybrid)")
+                                       or line.endswith("(node gpu-hyb-2, pool hybrid)")
+                                       for line in lines)
+    assert "-> -100 " in lines[0]  # a flat policy puts them back at the pool's cost
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--state", "examples/cluster-state.yaml"], "use it with --dry-run only"),
+    (["--output", "json", "--dry-run"], "give --state FILE"),
+    (["--state", "missing.yaml", "--dry-run"], "missing.yaml"),
+])
+def test_state_preview_refuses_unusable_flags(capsys: pytest.CaptureFixture[str],
+                                              flags: list[str], message: str) -> None:
+    code = main(["reconcile", "--policy", "examples/policy.yaml", *flags])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert captured.err.startswith("error: ") and message in captured.err
