@@ -11,8 +11,8 @@ and values, owner names) are interned, so a thousand pods share one copy.
 What is kept, and who reads it:
 - metadata: name, namespace, uid, resourceVersion, deletionTimestamp, labels
   (selectors), the annotations poolguard decides on (the deletion cost and its own
-  `poolguard.dev/` keys; merge patches touch only those), and for objects other than
-  pods the controller owner reference;
+  `poolguard.dev/` keys; merge patches touch only those), and the controller owner
+  reference;
 - pods: spec.nodeName and status.phase (the reconciler and the binding handler), the
   controller reference and the containers' extended-resource requests and limits (what
   node occupancy counts: GPUs, and whose pods they are); what the ranking reads

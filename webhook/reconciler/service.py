@@ -24,7 +24,7 @@ from kubernetes import client
 
 from ..cluster.live import NAMESPACES, NODES, PODS, LiveCluster
 from ..cluster.state import PolicyHolder
-from ..core.consolidation.pod_cost import needs_load, node_load
+from ..core.consolidation.pod_cost import needs_load, view_node_load
 from ..core.objects.kube import Obj, labels_of, meta, name_of, namespace_of, spec_of, status_of
 from ..core.policy.policy import Policy
 from .decide import FAILED, KEPT, PATCH, PodKey
@@ -173,8 +173,7 @@ class Service:
         counts = {pool.name: 0 for pool in policy.pools}
         for node in self.cluster.nodes():
             pool = policy.pool_of_node(node)
-            if pool in counts and node_load(policy, name_of(node), node,
-                                            self.cluster.pods_on_node(name_of(node))).free:
+            if pool in counts and view_node_load(policy, self.cluster, name_of(node), node).free:
                 counts[pool] += 1
         return counts
 
