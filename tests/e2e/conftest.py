@@ -85,7 +85,7 @@ def lws_controller(env: Environment) -> Iterator[LwsController]:
 _outcomes: dict[str, str] = {}
 SCENARIO_MODULES = ("test_scenarios.py", "test_controllers.py", "test_hpa.py",
                     "test_admission_policy.py", "test_helm.py", "test_leaderworkerset.py",
-                    "test_argo_rollouts.py")
+                    "test_argo_rollouts.py", "test_consolidation.py")
 
 
 def _is_scenario(nodeid: str) -> bool:
