@@ -17,6 +17,7 @@ from tests.support.serving import admission_response as post
 from tests.support.serving import patched as apply
 from tests.support.serving import running_server, verifying_session
 from webhook.cluster.state import EXAMPLE_STATE
+from webhook.core.policy.policy import default_policy
 
 COST = "controller.kubernetes.io/pod-deletion-cost"
 MARK = "poolguard.dev/managed-deletion-cost"
@@ -100,8 +101,12 @@ def test_binding_gets_the_target_pools_cost(server):
     body = reviews.binding("gpu-probe-2abcd", "gpu-hyb-2")
     response = post(server, "/mutate-bindings", body)
     patched = apply(response, body["request"]["object"])
-    assert patched["metadata"]["annotations"] == {COST: "-100", MARK: "-100",
-                                                  "poolguard.dev/pool": "hybrid"}
+    annotations = patched["metadata"]["annotations"]
+    # the hybrid pool consolidates: a node rank inside its band, marked as poolguard's
+    band = default_policy().pool_by_name("hybrid").band
+    assert annotations == {COST: annotations[COST], MARK: annotations[COST],
+                           "poolguard.dev/pool": "hybrid"}
+    assert band.low <= int(annotations[COST]) < band.high
     assert patched["target"] == {"kind": "Node", "name": "gpu-hyb-2"}
 
 

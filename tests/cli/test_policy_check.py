@@ -26,9 +26,13 @@ def test_the_example_policy_is_explained_in_plain_words() -> None:
     assert "Pools, by the node label node.usage (listed most protected first):" in text
     assert ("  inference  nodes with node.usage=inference: pods get deletion cost 1000  "
             "protected") in lines
-    assert "  hybrid     nodes with node.usage=hybrid: pods get deletion cost -100" in lines
-    assert ("the lowest cost goes first: hybrid pods (-100), then pods on other nodes (0), "
-            "then inference pods (1000).") in text
+    assert ("  hybrid     nodes with node.usage=hybrid: pods get a deletion cost in the band "
+            "[-1073741923, -100], ranked by how cheaply their node empties") in lines
+    assert lines[lines.index("Bands, highest first (no two share a value, so no rank can put "
+                             "a pool's pods before a less protected pool's):") + 1:][:3] == [
+        "  inference: 1000", "  other nodes: 0", "  hybrid: [-1073741923, -100]"]
+    assert ("the lowest cost goes first: hybrid pods ([-1073741923, -100]), then pods on other "
+            "nodes (0), then inference pods (1000).") in text
     assert ("Governed namespaces: all namespaces (the selector is empty), except kube-system "
             "and poolguard's own namespace (poolguard unless installed elsewhere), which the "
             "webhooks and the reconciler always skip.") in lines
@@ -38,6 +42,25 @@ def test_the_example_policy_is_explained_in_plain_words() -> None:
             "the same workload outside the protected pools survives.") in lines
     assert "  minProtectedReplicas: 0, no minimum." in lines
     assert "system:serviceaccount:kube-system:deployment-controller" in lines[-1]
+
+
+def test_a_policy_without_consolidation_prints_no_bands() -> None:
+    result = check("tests/support/flat-policy.yaml")
+    assert result.returncode == 0, result.stderr
+    assert "  hybrid     nodes with node.usage=hybrid: pods get deletion cost -100" in (
+        result.stdout.splitlines())
+    assert "Bands" not in result.stdout
+
+
+def test_overlapping_bands_are_refused_with_both_bands(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("pools:\n- {name: hybrid, deletionCost: -100, consolidate: nodes}\n"
+                      "- {name: training, deletionCost: -5000}\n")
+    result = check(policy)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (f"error: policy file {policy}: pools: the band of pool 'hybrid' "
+                             "[-1073741923, -100] overlaps the band of pool 'training' -5000; "
+                             "bands must not share a value\n")
 
 
 def test_selectors_percentages_and_modes_are_spelled_out(tmp_path: Path) -> None:

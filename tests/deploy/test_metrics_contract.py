@@ -39,8 +39,10 @@ CERTS = REPO / ".certs"  # make run's CERT_DIR
 KUBECTL = shutil.which("kubectl")
 METRIC_NAME = re.compile(r"\bpoolguard_[a-z0-9_]+")
 # The reconciler's metrics: poolguard_reconciler_*, and the per-writer count of pods whose
-# deletion cost another controller owns (only the reconciler sees every pod).
-RECONCILER_METRICS = re.compile(r"poolguard_reconciler_|poolguard_foreign_cost_pods$")
+# deletion cost another controller owns and the free nodes per pool (only the reconciler
+# sees every pod).
+RECONCILER_METRICS = re.compile(
+    r"poolguard_reconciler_|poolguard_foreign_cost_pods$|poolguard_pool_free_nodes$")
 
 
 def free_port() -> int:

@@ -28,14 +28,16 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from tests.e2e.controlplane import ControlPlane, Process, free_port, kubeconfig_text, wait_for
+from webhook.cluster.state import load_policy
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 POOL_LABEL = "node.usage"
 # Several nodes per pool, so pods double up on nodes only sometimes (rank, rule 5).
 NODES = {"inference": 3, "hybrid": 3, "training": 2}
-COSTS = {"inference": 1000, "hybrid": -100, "training": 0}  # the shipped policy
+COSTS = {"inference": 1000, "hybrid": -100, "training": 0}  # the shipped policy's pool tops
 COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+SHIPPED_POLICY = load_policy(REPO / "manifests" / "base" / "policy.yaml")
 
 
 def service_cidr() -> str:
@@ -353,6 +355,16 @@ def local_overlay(port: int, directory: Path) -> str:
 
 def annotations(obj: Mapping[str, Any]) -> dict[str, str]:
     return dict(obj["metadata"].get("annotations") or {})
+
+
+def has_pool_cost(obj: Mapping[str, Any], pool: str) -> bool:
+    """Does `obj` carry a cost of `pool`'s band in the shipped policy: the pool's cost, or
+    in a pool that consolidates (hybrid) a node rank inside its band?"""
+    value = annotations(obj).get(COST_ANNOTATION)
+    found = SHIPPED_POLICY.pool_by_name(pool)
+    low, high = ((found.band.low, found.band.high) if found else
+                 (SHIPPED_POLICY.default_deletion_cost,) * 2)
+    return value is not None and value.lstrip("-").isdigit() and low <= int(value) <= high
 
 
 def is_active(pod: Mapping[str, Any]) -> bool:

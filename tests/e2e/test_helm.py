@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import serialization
 
 from certs import pki
 from tests.e2e.controlplane import free_port, wait_for
-from tests.e2e.harness import COST_ANNOTATION, Environment, Result, annotations
+from tests.e2e.harness import COST_ANNOTATION, Environment, Result, annotations, has_pool_cost
 from tests.e2e.helm import (
     CHART,
     HELM,
@@ -160,7 +160,7 @@ def test_pods_get_their_cost_from_the_webhook_behind_the_chart_service(
     apply(env, ns, deployment("batch", 2, pod_template("batch", pools=["hybrid"])))
     for pod in wait_running(env, ns, "app=batch", 2):
         assert pool_of(env, pod) == "hybrid"
-        assert annotations(pod)[COST_ANNOTATION] == "-100"
+        assert has_pool_cost(pod, "hybrid")
     chart.webhook.check_alive()
 
 
@@ -204,7 +204,7 @@ def test_chart_reconciler_sets_the_costs_the_webhook_missed(
         assert all(COST_ANNOTATION not in annotations(p) for p in pods)
         chart.reconciler.start()
         wait_for("the reconciler to set the hybrid cost", lambda: all(
-            annotations(p).get(COST_ANNOTATION) == "-100" for p in env.pods(ns, "app=late")),
+            has_pool_cost(p, "hybrid") for p in env.pods(ns, "app=late")),
             timeout=60)
         lease = env.api_get(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/"
                             "poolguard-reconciler")

@@ -18,10 +18,10 @@ from tests.e2e.controlplane import wait_for
 from tests.e2e.fake_kubelet import STRATEGIC, pod_status
 from tests.e2e.harness import (
     COST_ANNOTATION,
-    COSTS,
     POOL_LABEL,
     Environment,
     annotations,
+    has_pool_cost,
     is_active,
 )
 from tests.e2e.workloads import (
@@ -110,10 +110,10 @@ def test_binding_webhook_sets_pool_cost_in_the_scheduler_binding(env: Environmen
     for name, version in first_bound.items():
         pool = pools[version["spec"]["nodeName"]]
         seen_pools.add(pool)
-        assert annotations(version).get(COST_ANNOTATION) == str(COSTS[pool]), (name, version)
+        assert has_pool_cost(version, pool), (name, version)
     assert seen_pools == {"inference", "hybrid"}
     for pod in pods:  # and it stays
-        assert annotations(pod)[COST_ANNOTATION] == str(COSTS[pool_of(env, pod)])
+        assert has_pool_cost(pod, pool_of(env, pod))
 
 
 def bare_pod(name: str, *, pool: str | None = None, cost: str | None = None,
@@ -403,7 +403,7 @@ def test_webhook_down_pods_still_created_and_reconciler_repairs_costs(
         def repaired() -> bool:
             current = [p for p in env.pods(ns, "app=ocr") if is_active(p)]
             return len(current) == 4 and all(
-                annotations(p).get(COST_ANNOTATION) == str(COSTS[pool_of(env, p)])
+                has_pool_cost(p, pool_of(env, p))
                 for p in current)
 
         wait_for("the reconciler to set the costs", repaired, timeout=60)
@@ -418,8 +418,9 @@ def test_node_relabelled_to_another_pool_costs_follow(env: Environment) -> None:
                 stdin=json.dumps({**bare_pod("moving"),
                                   "spec": {"nodeName": "hybrid-3", "containers": [
                                       {"name": "c", "image": "registry.k8s.io/pause:3.10"}]}}))
-    [pod] = wait_running(env, ns, "app=moving", 1)
-    assert annotations(pod)[COST_ANNOTATION] == "-100"
+    wait_running(env, ns, "app=moving", 1)
+    wait_for("the hybrid cost", lambda: has_pool_cost(
+        env.api_get(f"/api/v1/namespaces/{ns}/pods/moving"), "hybrid"))
 
     def cost() -> str | None:
         return annotations(env.api_get(f"/api/v1/namespaces/{ns}/pods/moving")).get(
@@ -432,7 +433,8 @@ def test_node_relabelled_to_another_pool_costs_follow(env: Environment) -> None:
     finally:
         env.kubectl("label", "node", "hybrid-3", f"{POOL_LABEL}=hybrid", "--overwrite",
                     check=True)
-    wait_for("the cost to follow the node back to hybrid", lambda: cost() == "-100")
+    wait_for("the cost to follow the node back to hybrid", lambda: has_pool_cost(
+        env.api_get(f"/api/v1/namespaces/{ns}/pods/moving"), "hybrid"))
 
 
 # --- the other ways replicas change ----------------------------------------------------------

@@ -18,6 +18,7 @@ from kubernetes import client as k8s
 
 from tests.support import factories as f
 from tests.support.kubeapi import FakeKubeAPI, wait_until
+from tests.support.policies import FLAT_POLICY_FILE, flat_policy
 from webhook.cli.main import build_parser, main
 from webhook.cluster.kubeclient import api_client_from
 from webhook.cluster.live import NAMESPACES, NODES, PODS, LiveCluster, read_snapshot
@@ -30,7 +31,6 @@ from webhook.core.cost.deletion_cost import (
 from webhook.core.cost.deletion_cost import (
     POOL_ANNOTATION as POOL,
 )
-from webhook.core.policy.policy import default_policy
 from webhook.reconciler.lease import LeaderElector
 from webhook.reconciler.metrics import serve_http
 from webhook.reconciler.options import Options
@@ -88,7 +88,7 @@ def running(kubeconfig: str, options: Options) -> Iterator[Service]:
     api = client_for(kubeconfig, options.identity)
     cluster = LiveCluster(api, (PODS, NODES, NAMESPACES), backoff_initial=0.02,
                           backoff_max=0.1)
-    service = Service(api, default_policy(), options, cluster=cluster, out=lambda line: None)
+    service = Service(api, flat_policy(), options, cluster=cluster, out=lambda line: None)
     stop = threading.Event()
     thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
     thread.start()
@@ -113,7 +113,7 @@ def test_once_sets_costs_keeps_people_and_then_writes_nothing(api: FakeKubeAPI,
                                                              kubeconfig: str) -> None:
     seed_pods(api)
     client = client_for(kubeconfig, "a")
-    summary = run_once(client, default_policy(), FAST, out=lambda line: None)
+    summary = run_once(client, flat_policy(), FAST, out=lambda line: None)
     assert summary.line() == ("6 pods: patched 2, unchanged 0, kept 1, skipped 3 "
                               "(excluded-namespace 1, unknown-node 1, unscheduled 1), failed 0")
     assert annotations(api, "on-inf") == {"team.example/owner": "ml", COST: "1000",
@@ -124,7 +124,7 @@ def test_once_sets_costs_keeps_people_and_then_writes_nothing(api: FakeKubeAPI,
     assert pod_writes(api) == 2
     assert {r.path for r in api.writes("PATCH")} == {"/api/v1/namespaces/ml/pods/on-inf",
                                                      "/api/v1/namespaces/ml/pods/on-hyb"}
-    again = run_once(client, default_policy(), FAST, out=lambda line: None)
+    again = run_once(client, flat_policy(), FAST, out=lambda line: None)
     assert again.line().startswith("6 pods: patched 0, unchanged 2, kept 1")
     assert pod_writes(api) == 2  # the second pass wrote nothing to pods
 
@@ -135,7 +135,7 @@ def test_a_concurrent_change_by_a_person_wins(api: FakeKubeAPI, kubeconfig: str)
     view = read_snapshot(client, (NAMESPACES, NODES, PODS))
     api.modify("Pod", "ml", "raced",  # after our read, before our write
                lambda pod: pod["metadata"].update(annotations={COST: "7"}))
-    reconciler = Reconciler(client, view, default_policy(), FAST)
+    reconciler = Reconciler(client, view, flat_policy(), FAST)
     stale = view.all_pods()[0]
     assert reconciler.reconcile(stale) == ("kept", "")
     assert annotations(api, "raced") == {COST: "7"}
@@ -143,7 +143,7 @@ def test_a_concurrent_change_by_a_person_wins(api: FakeKubeAPI, kubeconfig: str)
 
 
 @pytest.mark.parametrize(("mode", "expected"), [
-    (["--once", "--policy", "examples/policy.yaml"], [
+    (["--once", "--policy", FLAT_POLICY_FILE], [
         "would patch ml/on-hyb: deletion cost (none) -> -100 (node hyb-1, pool hybrid)",
         "would patch ml/on-inf: deletion cost (none) -> 1000 (node inf-1, pool inference)",
         "reconcile: 7 pods: would patch 2, unchanged 1, kept 1, skipped 3 "
@@ -168,7 +168,7 @@ def test_cli_once_then_cleanup_removes_only_poolguard_annotations(
         api: FakeKubeAPI, kubeconfig: str, capsys: pytest.CaptureFixture[str]) -> None:
     seed_pods(api)
     base = ["reconcile", "--kubeconfig", kubeconfig, *LEASE_FLAGS]
-    code, out, _ = run_cli(capsys, *base, "--once", "--policy", "examples/policy.yaml")
+    code, out, _ = run_cli(capsys, *base, "--once", "--policy", FLAT_POLICY_FILE)
     assert code == 0 and out.startswith("reconcile: 6 pods: patched 2,")
     api.modify("Pod", "ml", "on-hyb",  # a person overrides poolguard's value
                lambda pod: pod["metadata"]["annotations"].update({COST: "5"}))
@@ -195,7 +195,7 @@ def test_cli_once_refuses_to_run_beside_a_live_leader(api: FakeKubeAPI, kubeconf
     try:
         wait_until(other.is_leader, message="the other leader")
         code, out, err = run_cli(capsys, "reconcile", "--kubeconfig", kubeconfig, "--once",
-                                 "--policy", "examples/policy.yaml", *LEASE_FLAGS)
+                                 "--policy", FLAT_POLICY_FILE, *LEASE_FLAGS)
     finally:
         stop.set()
         renewing.join()
@@ -209,7 +209,7 @@ def test_cli_reports_an_unreachable_api_server(tmp_path: Path,
     with FakeKubeAPI() as dead:
         kubeconfig = str(dead.write_kubeconfig(tmp_path / "kubeconfig"))
     code, _, err = run_cli(capsys, "reconcile", "--kubeconfig", kubeconfig, "--once",
-                           "--dry-run", "--policy", "examples/policy.yaml")
+                           "--dry-run", "--policy", FLAT_POLICY_FILE)
     assert code == 2
     assert err.splitlines()[-1].startswith(f"error: cannot reach the API server at {dead.url}")
     code, _, err = run_cli(capsys, "reconcile", "--kubeconfig", kubeconfig, "--once")
@@ -394,7 +394,7 @@ def test_a_node_leaving_every_pool_gets_the_default_cost_and_loses_the_pool_name
     api.put(f.node("plain", None),
             f.pod("was-pooled", node_name="plain", annotations={
                 COST: "0", MARKER: "0", POOL: "hybrid"}))
-    summary = run_once(client_for(kubeconfig, "a"), default_policy(), FAST,
+    summary = run_once(client_for(kubeconfig, "a"), flat_policy(), FAST,
                        out=lambda line: None)
     assert summary.outcomes["patched"] == 1
     assert annotations(api, "was-pooled") == {COST: "0", MARKER: "0"}

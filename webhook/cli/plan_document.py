@@ -4,7 +4,8 @@
 dict that `--output json` prints (victims, possible victims, the verdict, every pod's
 fate), answered for a requester with `--as`. Its renderings are `plan_text` (the table
 for people) and `plan_html`; `plan_audit` plans every workload (`--all-workloads`). The
-command itself (flags, reading the state, exit codes) is `webhook.cli.plan`.
+command itself (flags, reading the state, exit codes) is `webhook.cli.plan`. What a
+scale-down frees (`freedNodes` and the rest) is `webhook.cli.plan_frees`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..core.scale.owner_sizing import sizing_owner
 from ..core.scale.verdict import placement
 from ..core.view.cluster import ClusterView
 from ..errors import InputError
+from .plan_frees import frees_fields
 from .plan_lookup import PlanError, find_workload
 
 VICTIM, POSSIBLE_VICTIM, BLOCKED, SURVIVES = "victim", "possible-victim", "blocked", "survives"
@@ -137,6 +139,8 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
         group_of = {p.name: g.index for g in prediction.groups for p in g.pods}
         for entry in document["pods"]:
             entry["group"] = group_of.get(entry["name"])
+    document.update(frees_fields(view, policy, prediction.victims,
+                                 prediction.victims + prediction.survivors))
     if prediction.replica_set_targets:
         document["replicaSets"] = {
             name: {"from": before, "to": after}

@@ -4,7 +4,7 @@ No script, no external fetch (a Content-Security-Policy forbids them): nodes gro
 by pool, each pod drawn on its node (unscheduled pods apart) and coloured by its fate,
 with its deletion cost and why it goes or might go; victims numbered in deletion order
 within their ReplicaSet; the verdict and the fix on top, the ReplicaSet split of a
-rollout, and a LeaderWorkerSet's groups.
+rollout, a LeaderWorkerSet's groups, and the nodes the scale-down frees.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from html import escape
 from typing import Any
+
+from .plan_frees import frees_html
 
 _NO_POOL = "(no pool label)"
 
@@ -69,6 +71,7 @@ def render_html(document: Mapping[str, Any]) -> str:
         _replica_sets(document),
         _groups(document),
         _pools(document),
+        frees_html(document),
         _unscheduled(document),
         _notes(document),
         "</main></body></html>",

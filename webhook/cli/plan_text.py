@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .plan_frees import frees_lines
+
 
 def render_text(document: Mapping[str, Any]) -> str:
     """A table a person reads at a glance."""
@@ -30,6 +32,7 @@ def render_text(document: Mapping[str, Any]) -> str:
         lines.append("")
         lines.extend("  ".join(cell.ljust(widths[i]) if i < 4 else cell
                                for i, cell in enumerate(row)).rstrip() for row in rows)
+        lines.extend(frees_lines(document))
     if document["blocked"]:
         lines.append("")
         lines.append("Blocked (deleted only once the controller stops waiting): " + "; ".join(

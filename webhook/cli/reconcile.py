@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -23,13 +24,14 @@ from ..cluster.kubeclient import (
     describe_error,
     server_of,
 )
-from ..cluster.state import PolicyHolder, load_policy
+from ..cluster.state import PolicyHolder, load_policy, load_state
 from ..core.policy.policy import Policy
 from ..errors import InputError, LeaseHeldError
 from ..reconciler.decide import FAILED
 from ..reconciler.metrics import serve_http
 from ..reconciler.options import Options
 from ..reconciler.passes import run_cleanup, run_once
+from ..reconciler.preview import preview
 from ..reconciler.service import Service
 from .argtypes import number
 
@@ -80,6 +82,13 @@ def add_reconcile_parser(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--policy", metavar="FILE",
                         help="policy YAML (required, except with --cleanup)")
+    parser.add_argument("--state", metavar="FILE",
+                        help="read pods, nodes and namespaces from a state file instead of a "
+                        "cluster (with --dry-run: preview the costs, write nothing)")
+    parser.add_argument("--output", "-o", choices=("text", "json"), default="text",
+                        help="with --state: json prints {\"pods\": [{namespace, name, node, "
+                        "pool, deletionCost, desiredCost}]} for every governed scheduled pod "
+                        "(default text: one line per pod it would change)")
     add_cluster_arguments(parser)
     _add_mode_arguments(parser)
     _add_lease_arguments(parser)
@@ -163,6 +172,8 @@ def run_reconcile(args: argparse.Namespace) -> int:
         raise ReconcileError("--policy FILE is required (the policy the webhooks use)")
     options = options_from(args)
     policy = None if args.cleanup else load_policy(args.policy)
+    if args.state is not None or args.output != "text":
+        return _preview(args, policy, options)
     try:
         api = api_client_from(args.kubeconfig, args.context)
     except KubeConfigError as err:
@@ -219,6 +230,27 @@ def _serve(api: client.ApiClient, policy_file: PolicyHolder, options: Options,
         if http is not None:
             http.shutdown()
             http.server_close()
+    return EXIT_OK
+
+
+def _preview(args: argparse.Namespace, policy: Policy | None, options: Options) -> int:
+    """`--state FILE --dry-run`: the reconciler's decisions on a state file, no cluster."""
+    if args.state is None:
+        raise ReconcileError("--output json previews a state file: give --state FILE")
+    if not args.dry_run or args.cleanup or args.once:
+        raise ReconcileError("--state FILE previews without a cluster: use it with --dry-run "
+                             "only (no --once or --cleanup)")
+    assert policy is not None
+    view = load_state(args.state)  # StateError: one error line, exit code 2
+    if args.output == "json":
+        print(json.dumps(preview(view, policy, options.exclude_namespaces), indent=2))
+        return EXIT_OK
+    for entry in preview(view, policy, options.exclude_namespaces)["pods"]:
+        if entry["desiredCost"] != entry["deletionCost"]:
+            current = "(none)" if entry["deletionCost"] is None else entry["deletionCost"]
+            print(f"would patch {entry['namespace']}/{entry['name']}: deletion cost {current} "
+                  f"-> {entry['desiredCost']} (node {entry['node']}, pool "
+                  f"{entry['pool'] or '(none)'})")
     return EXIT_OK
 
 

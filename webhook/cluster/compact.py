@@ -11,11 +11,14 @@ and values, owner names) are interned, so a thousand pods share one copy.
 What is kept, and who reads it:
 - metadata: name, namespace, uid, resourceVersion, deletionTimestamp, labels
   (selectors), the annotations poolguard decides on (the deletion cost and its own
-  `poolguard.dev/` keys; merge patches touch only those), and for objects other than
-  pods the controller owner reference;
-- pods: spec.nodeName and status.phase (the reconciler and the binding handler); what
-  the ranking reads (readiness, restarts, times, owner) is in the pod's PodFacts;
-- nodes and namespaces: metadata only (pool label, namespace labels);
+  `poolguard.dev/` keys; merge patches touch only those), and the controller owner
+  reference;
+- pods: spec.nodeName and status.phase (the reconciler and the binding handler), the
+  controller reference and the containers' extended-resource requests and limits (what
+  node occupancy counts: GPUs, and whose pods they are); what the ranking reads
+  (readiness, restarts, times) is in the pod's PodFacts;
+- nodes: metadata and the extended resources of status.allocatable (GPUs offered);
+- namespaces: metadata only (namespace labels);
 - workloads: everything but managedFields (the prediction reads templates, strategy,
   status and annotations).
 
@@ -40,8 +43,12 @@ def compact(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "Pod":
         return compact_pod(obj)
     if kind in ("Node", "Namespace"):
-        return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+        copy = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
                 "metadata": _metadata(obj.get("metadata"), all_annotations=False)}
+        allocatable = _extended(_mapping(obj.get("status")).get("allocatable"))
+        if allocatable:
+            copy["status"] = {"allocatable": allocatable}
+        return copy
     copy = {key: value for key, value in obj.items() if key != "metadata"}
     metadata = obj.get("metadata")
     if isinstance(metadata, Mapping):
@@ -58,13 +65,38 @@ def compact_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     node = spec.get("nodeName")
     if node:
         out_spec["nodeName"] = _interned(node)
+    for field in ("containers", "initContainers"):
+        containers = [_container_resources(c) for c in spec.get(field) or ()
+                      if isinstance(c, Mapping)]
+        if any(containers):
+            out_spec[field] = containers
     out_status: dict[str, Any] = {}
     phase = status.get("phase")
     if phase is not None:
         out_status["phase"] = _interned(phase)
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": _metadata(pod.get("metadata"), all_annotations=False, owners=False),
+            "metadata": _metadata(pod.get("metadata"), all_annotations=False),
             "spec": out_spec, "status": out_status}
+
+
+def _container_resources(container: Mapping[str, Any]) -> dict[str, Any]:
+    """A container's extended-resource requests and limits (and a sidecar's restartPolicy)."""
+    resources = _mapping(container.get("resources"))
+    kept: dict[str, Any] = {}
+    for key in ("requests", "limits"):
+        extended = _extended(resources.get(key))
+        if extended:
+            kept[key] = extended
+    out: dict[str, Any] = {"resources": kept} if kept else {}
+    if out and container.get("restartPolicy") is not None:
+        out["restartPolicy"] = container.get("restartPolicy")
+    return out
+
+
+def _extended(quantities: Any) -> dict[str, Any]:
+    """The extended resources (names with a domain, such as nvidia.com/gpu) of a list."""
+    return {_interned(k): v for k, v in _mapping(quantities).items()
+            if isinstance(k, str) and "/" in k}
 
 
 def _metadata(metadata: Any, all_annotations: bool, owners: bool = True) -> dict[str, Any]:

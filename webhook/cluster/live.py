@@ -51,6 +51,7 @@ from ..core.view.cluster import (
     LabelIndex,
     Resource,
 )
+from ..core.view.pods_by_node import PodsByNode, T
 from ..errors import GoneError, NotFoundError
 from .compact import compact
 from .kubeclient import (
@@ -113,6 +114,7 @@ class LiveCluster(IndexedClusterView):
         self._store: dict[str, dict[str, dict[str, Any]]] = {}
         # namespace -> the pods there by label: a scale check reads its workload's pods only
         self._pod_labels: dict[str, LabelIndex] = {}
+        self._by_node = PodsByNode()  # node -> its pods: what the node ranks read
         self._events_since_freeze = 0
         self._frozen = False
         self._reflectors = {r.name: _Reflector(self, api, r, watch_timeout, backoff_initial,
@@ -232,6 +234,16 @@ class LiveCluster(IndexedClusterView):
     def replicasets(self, namespace: str) -> Sequence[Obj]:
         return self._list_in("replicasets", namespace)
 
+    def pods_on_node(self, name: str) -> list[Obj]:
+        """The cached pods bound to node `name`."""
+        with self._lock:
+            return self._by_node.on(name)
+
+    def read_node(self, name: str, key: object, compute: Callable[[list[Obj]], T]) -> T:
+        """`compute(pods on node)`, remembered until a pod there changes or `key` does."""
+        with self._lock:
+            return self._by_node.remembered(name, key, compute)
+
     def node(self, name: str) -> Obj | None:
         return self._get("nodes", "", name)
 
@@ -281,6 +293,7 @@ class LiveCluster(IndexedClusterView):
                 del self._store[resource.name][namespace][name]
                 if resource.kind == "Pod":
                     self._pod_labels[namespace].drop(name, entry)
+                    self._by_node.drop((namespace, name))
         for _, _, entry in gone:
             obj = _object_of(entry)
             self._notify(resource.name, "DELETED", obj, obj)
@@ -304,8 +317,10 @@ class LiveCluster(IndexedClusterView):
                 index = self._pod_labels.setdefault(namespace, LabelIndex())
                 if event_type != "DELETED":
                     index.put(name, entry, before_entry)
+                    self._by_node.put(obj)
                 elif before_entry is not None:
                     index.drop(name, before_entry)
+                    self._by_node.drop((namespace, name))
         if event_type == "LISTED":
             event_type = "ADDED" if before is None else "MODIFIED"
         self._notify(resource.name, event_type, obj, before)

@@ -1,8 +1,10 @@
 """What a pod needs from the reconciler, decided from a cached view (pure: no I/O).
 
 The cost itself is the webhooks' decision (`webhook.core.cost.mutation.decide_cost`): a
-governed, scheduled pod on a known node gets its pool's cost; a value a person set (no
-poolguard marker, or a marker that no longer matches) is kept. This module adds only
+governed, scheduled pod on a known node gets its pool's cost, or in a pool that
+consolidates its node's rank (`webhook.core.consolidation.pod_cost`, read from the pods
+on the node); a value a person set (no poolguard marker, or a marker that no longer
+matches) is kept. This module adds only
 what the reconciler rules out before asking (pods it never touches, and why) and which
 of poolguard's annotations `--cleanup` removes.
 """
@@ -13,6 +15,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..core.consolidation.pod_cost import needs_load, view_node_load, wanted_cost
 from ..core.cost.deletion_cost import (
     DELETION_COST_ANNOTATION,
     MANAGED_COST_ANNOTATION,
@@ -44,6 +47,7 @@ SKIPPED = "skipped"
 FAILED = "failed"
 CLEANED = "cleaned"
 UNTOUCHED = "untouched"
+WRITE_REASONS = ("new", "pool", "rank")  # see write_reason
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,8 @@ class PodView(Protocol):
 
     def all_pods(self) -> list[Obj]: ...
 
+    def pods_on_node(self, name: str) -> list[Obj]: ...
+
 
 def verdict_for(pod: Obj, policy: Policy, view: PodView,
                 excluded_namespaces: Collection[str]) -> Verdict:
@@ -71,9 +77,15 @@ def verdict_for(pod: Obj, policy: Policy, view: PodView,
     skip = skip_reason(pod, policy, view, excluded_namespaces)
     if skip:
         return Verdict(SKIPPED, skip)
-    node = view.node(spec_of(pod).get("nodeName"))
-    decision = decide_cost(policy, annotations_of(pod), policy.pool_of_node(node),
-                           pool_known=node is not None)
+    node_name = spec_of(pod).get("nodeName")
+    node = view.node(node_name)
+    pool = policy.pool_of_node(node)
+    cost = None
+    if node is not None and needs_load(policy, pool):
+        load = view_node_load(policy, view, node_name, node)
+        cost = wanted_cost(policy, pool, pod, load)
+    decision = decide_cost(policy, annotations_of(pod), pool, pool_known=node is not None,
+                           cost=cost)
     if decision.action == SET:
         return Verdict(PATCH, decision=decision)
     if decision.action == UNCHANGED:
@@ -81,6 +93,17 @@ def verdict_for(pod: Obj, policy: Policy, view: PodView,
     if decision.action == KEEP:
         return Verdict(KEPT)
     return Verdict(SKIPPED, "unknown-node")
+
+
+def write_reason(pod: Obj, decision: CostDecision) -> str:
+    """Why a PATCH writes: `new` (no cost of poolguard's yet), `pool` (the node's pool
+    changed, or the policy's cost for it), or `rank` (same pool, the node's rank moved)."""
+    annotations = annotations_of(pod)
+    if MANAGED_COST_ANNOTATION not in annotations:
+        return "new"
+    if annotations.get(POOL_ANNOTATION) != decision.pool or decision.cost is None:
+        return "pool"
+    return "rank"
 
 
 def skip_reason(pod: Obj, policy: Policy, view: PodView,

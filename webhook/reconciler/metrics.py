@@ -18,7 +18,7 @@ from typing import Any
 
 import prometheus_client as prom
 
-from .decide import FAILED, KEPT, PATCHED, SKIPPED, UNCHANGED_POD
+from .decide import FAILED, KEPT, PATCHED, SKIPPED, UNCHANGED_POD, WRITE_REASONS
 
 log = logging.getLogger(__name__)
 # A connection that sends nothing (or stalls mid-request) for this long is closed: each
@@ -36,6 +36,14 @@ class Metrics:
         self.patches = prom.Counter("poolguard_reconciler_patches", "Pod patch requests by "
                                     "result: patched, conflict, gone, error", ["result"],
                                     registry=reg)
+        self.writes = prom.Counter("poolguard_reconciler_writes", "Pod cost writes by "
+                                   "reason: new (no cost of poolguard's yet), pool (the pool "
+                                   "or its cost changed), rank (the node's rank moved)",
+                                   ["reason"], registry=reg)
+        self.free_nodes = prom.Gauge("poolguard_pool_free_nodes", "Nodes of the pool with no "
+                                     "pod holding a GPU (on nodes offering none: no pod but "
+                                     "DaemonSets'), at the last resync", ["pool"],
+                                     registry=reg)
         self.pods = prom.Counter("poolguard_reconciler_pods", "Pod evaluations by outcome: "
                                  "patched, unchanged, kept, skipped, failed", ["outcome"],
                                  registry=reg)
@@ -61,6 +69,9 @@ class Metrics:
             self.patches.labels(result)
         for outcome in (PATCHED, UNCHANGED_POD, KEPT, SKIPPED, FAILED):
             self.pods.labels(outcome)
+        for reason in WRITE_REASONS:
+            self.writes.labels(reason)
+        self._pools_seen: set[tuple[str]] = set()
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text for /metrics and its content type."""
@@ -73,6 +84,14 @@ class Metrics:
         for manager, count in counts.items():
             self.foreign_cost_pods.labels(manager).set(count)
         self._foreign_seen = {(m,) for m in counts}
+
+    def set_free_nodes(self, counts: Mapping[str, int]) -> None:
+        """One series per pool of the policy; pools gone since are removed."""
+        for (pool,) in self._pools_seen - {(p,) for p in counts}:
+            self.free_nodes.remove(pool)
+        for pool, count in counts.items():
+            self.free_nodes.labels(pool).set(count)
+        self._pools_seen = {(p,) for p in counts}
 
     def record(self, outcome: str, reason: str = "") -> None:
         self.pods.labels(outcome).inc()

@@ -1,7 +1,10 @@
 """The long-running reconciler: a watch-fed cache, a work queue, resyncs and leadership.
 
-`Service` watches pods, nodes and namespaces. A pod event queues that pod, a node whose
-pool changed queues the pods on it, a namespace whose labels changed queues its pods,
+`Service` watches pods, nodes and namespaces. A pod event queues that pod, or, on a node
+of a pool that consolidates, the node when the pod came, went or stopped holding it (one
+queued node stands for any number of events: its pods are re-ranked once, and only
+they); a node whose pool or GPUs changed queues itself, a namespace whose labels
+changed queues its pods,
 and every --resync-seconds (and whenever the policy file changes) every cached pod is
 evaluated again. One worker thread writes, and only while this instance holds the Lease;
 a failed write is retried with exponential backoff.
@@ -14,13 +17,15 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
 
 from ..cluster.live import NAMESPACES, NODES, PODS, LiveCluster
 from ..cluster.state import PolicyHolder
-from ..core.objects.kube import Obj, labels_of, name_of, namespace_of, spec_of
+from ..core.consolidation.pod_cost import needs_load, view_node_load
+from ..core.objects.kube import Obj, labels_of, meta, name_of, namespace_of, spec_of, status_of
 from ..core.policy.policy import Policy
 from .decide import FAILED, KEPT, PATCH, PodKey
 from .lease import make_elector
@@ -31,6 +36,22 @@ from .workqueue import WorkQueue
 from .writer import Reconciler
 
 log = logging.getLogger("poolguard.reconciler")
+
+
+@dataclass(frozen=True)
+class NodeKey:
+    """A queued node: every pod on it is evaluated again (its ranks may have moved)."""
+
+    name: str
+
+
+def occupancy_changed(old: Obj | None, new: Obj, event_type: str) -> bool:
+    """Did the event change what the pod holds on its node (came, went, finished)?"""
+    if old is None or event_type == "DELETED":
+        return True
+    return (status_of(old).get("phase") != status_of(new).get("phase")
+            or bool(meta(old).get("deletionTimestamp")) != bool(meta(new).get("deletionTimestamp"))
+            or spec_of(old) != spec_of(new))
 
 
 class Service:
@@ -121,6 +142,7 @@ class Service:
 
     def enqueue_all(self) -> Summary:
         """Evaluate every cached pod; queue those that need a write (a full resync)."""
+        self.metrics.set_free_nodes(self._free_nodes())
         summary = Summary()
         foreign: Counter[str] = Counter()
         for facts in self.cluster.all_pod_facts():
@@ -144,20 +166,42 @@ class Service:
         else:  # only the leader counts: a former leader's numbers would go stale
             self.metrics.set_foreign_cost_pods({})
 
+    def _free_nodes(self) -> dict[str, int]:
+        """Per pool of the policy, its nodes with no pod holding them."""
+        policy = self.reconciler.policy
+        assert policy is not None
+        counts = {pool.name: 0 for pool in policy.pools}
+        for node in self.cluster.nodes():
+            pool = policy.pool_of_node(node)
+            if pool in counts and view_node_load(policy, self.cluster, name_of(node), node).free:
+                counts[pool] += 1
+        return counts
+
     def _on_event(self, resource: str, event_type: str, obj: Obj, old: Obj | None) -> None:
         if resource == "pods" and event_type == "DELETED":
             self.reconciler.forget((namespace_of(obj), name_of(obj)))
-        if event_type == "DELETED" or not self.is_leader():
+        if not self.is_leader():
             return
         if resource == "pods":
-            self._enqueue_if_needed(obj)
-        elif resource == "nodes" and (old is None or self._pool(old) != self._pool(obj)):
-            for pod in self.cluster.all_pods():
-                if spec_of(pod).get("nodeName") == name_of(obj):
-                    self._enqueue_if_needed(pod)
+            node = spec_of(obj).get("nodeName")
+            if node and self._ranks_on(node) and occupancy_changed(old, obj, event_type):
+                self.queue.add(NodeKey(node))
+            elif event_type != "DELETED":
+                self._enqueue_if_needed(obj)
+        elif event_type == "DELETED":
+            return
+        elif resource == "nodes" and (old is None or self._pool(old) != self._pool(obj)
+                                      or status_of(old) != status_of(obj)):
+            self.queue.add(NodeKey(name_of(obj)))
         elif resource == "namespaces" and (old is None or labels_of(old) != labels_of(obj)):
             for pod in self.cluster.pods(name_of(obj)):
                 self._enqueue_if_needed(pod)
+
+    def _ranks_on(self, node_name: str) -> bool:
+        """Do the costs of pods on this node depend on each other (a consolidating pool)?"""
+        assert self.reconciler.policy is not None
+        pool = self.reconciler.policy.pool_of_node(self.cluster.node(node_name))
+        return needs_load(self.reconciler.policy, pool)
 
     def _pool(self, node: Obj) -> str | None:
         assert self.reconciler.policy is not None
@@ -182,7 +226,12 @@ class Service:
         finally:
             self._worker_died = not stop.is_set()
 
-    def _process(self, key: PodKey) -> None:
+    def _process(self, key: PodKey | NodeKey) -> None:
+        if isinstance(key, NodeKey):
+            for pod in self.cluster.pods_on_node(key.name):
+                if self.reconciler.evaluate(pod).outcome == PATCH:
+                    self._process((namespace_of(pod), name_of(pod)))
+            return
         pod = self.cluster.pod(*key)
         if pod is None:
             self._failures.pop(key, None)  # deleted while a retry was pending

@@ -36,6 +36,7 @@ from .decide import (
     Verdict,
     owned_keys,
     verdict_for,
+    write_reason,
 )
 from .lease import always_leading, micro_time
 from .metrics import Metrics
@@ -86,6 +87,7 @@ class Reconciler:
                 return PATCHED, ""
             result = self._write(current, cost_patch(current, verdict.decision))
             if result[0] == PATCHED:
+                self.metrics.writes.labels(write_reason(current, verdict.decision)).inc()
                 self._log_and_event(current, verdict.decision)
             return None if result[0] == CONFLICT else result
 

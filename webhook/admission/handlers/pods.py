@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...core.consolidation.pod_cost import cost_at_binding
 from ...core.cost.deletion_cost import InvalidDeletionCost, check_deletion_cost, go_quote
 from ...core.cost.mutation import SET, annotation_patch, decide_cost, is_governed, pinned_pool
 from ...core.objects.kube import annotations_of, labels_of, spec_of
@@ -52,7 +53,8 @@ def _pod_name(pod: Mapping[str, Any], request: AdmissionRequest) -> str:
 
 
 def review_binding(request: AdmissionRequest, ctx: Context) -> Decision:
-    """Add the target node's pool cost to the Binding; the API server copies it to the pod."""
+    """Add the target node's pool cost (or, in a consolidating pool, the node's rank from
+    the cached pods there) to the Binding; the API server copies it to the pod."""
     if not is_resource(request, "pods", "binding") or request.get("operation") != "CREATE":
         return Decision(allow(request), Outcome.IGNORED)
     binding = request_object(request, "binding", check_placement_shape)
@@ -71,7 +73,9 @@ def review_binding(request: AdmissionRequest, ctx: Context) -> Decision:
         return Decision(allow(request), Outcome.NODE_UNKNOWN)
     # The Binding's annotations overwrite the pod's, so decide on both together.
     merged = {**annotations_of(pod), **annotations_of(binding)}
-    decision = decide_cost(ctx.policy, merged, ctx.policy.pool_of_node(node))
+    pool = ctx.policy.pool_of_node(node)
+    rank = cost_at_binding(ctx.policy, pool, pod, target["name"], node, ctx.view)
+    decision = decide_cost(ctx.policy, merged, pool, cost=rank)
     outcome = Outcome(decision.action)
     if decision.action != SET:
         return Decision(allow(request), outcome)

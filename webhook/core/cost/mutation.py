@@ -62,17 +62,19 @@ def is_governed(policy: Policy, namespace_labels: Mapping[str, str],
 
 
 def decide_cost(policy: Policy, annotations: Mapping[str, str], pool: str | None,
-                pool_known: bool = True) -> CostDecision:
+                pool_known: bool = True, cost: int | None = None) -> CostDecision:
     """The decision for a pod with `annotations` landing in `pool`.
 
     `pool` is the pool label's value (None when the node has no such label; such
     nodes get the default cost). `pool_known` is False when the node is not known.
+    `cost` is the pod's place in a consolidating pool's band (`consolidation`); without
+    it the pool's flat cost.
     """
     if cost_set_by_hand(annotations):
         return CostDecision(KEEP)
     if not pool_known:
         return CostDecision(UNKNOWN_POOL)
-    decision = CostDecision(SET, pool, policy.cost_for_pool(pool))
+    decision = CostDecision(SET, pool, policy.cost_for_pool(pool) if cost is None else cost)
     wanted = decision.annotations
     if all(annotations.get(key) == value for key, value in wanted.items()) and not any(
             key in annotations for key in decision.stale):  # a node that left every pool

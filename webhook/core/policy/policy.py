@@ -8,6 +8,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..consolidation.node_occupancy import DEFAULT_GPU_RESOURCES
+from ..consolidation.node_rank import SLOTS as MIN_BAND_WIDTH
+from ..consolidation.pool_bands import (
+    CONSOLIDATE_MODES,
+    CONSOLIDATE_NODES,
+    CONSOLIDATE_NONE,
+    DEFAULT_BAND_WIDTH,
+    Band,
+    band_conflict,
+    band_of,
+)
 from ..cost.deletion_cost import INT32_MAX, INT32_MIN
 from ..errors import InputError
 from ..objects.kube import labels_of
@@ -44,8 +55,19 @@ class PolicyError(InputError):
 @dataclass(frozen=True)
 class Pool:
     name: str
-    deletion_cost: int
+    deletion_cost: int  # a flat pool's cost; the top of a consolidating pool's band
     protected: bool = False
+    consolidate: str = CONSOLIDATE_NONE
+    band_width: int = 1
+
+    @property
+    def band(self) -> Band:
+        """The costs this pool's pods may carry (see `pool_bands`)."""
+        return band_of(self.name, self.deletion_cost, self.band_width, self.protected)
+
+    @property
+    def consolidates(self) -> bool:
+        return self.consolidate == CONSOLIDATE_NODES
 
 
 @dataclass(frozen=True)
@@ -96,6 +118,18 @@ class Policy:
     namespace_selector: Mapping[str, Any] = field(default_factory=dict)
     pod_selector: Mapping[str, Any] = field(default_factory=dict)
     scale_down: ScaleDownPolicy = field(default_factory=ScaleDownPolicy)
+    gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES
+
+    @property
+    def bands(self) -> list[Band]:
+        """Every pool's band, most protected first, then the default's single value."""
+        return [pool.band for pool in self.pools] + [Band(None, self.default_deletion_cost,
+                                                          self.default_deletion_cost)]
+
+    @property
+    def consolidates(self) -> bool:
+        """Does any pool rank its pods by node?"""
+        return any(pool.consolidates for pool in self.pools)
 
     def pool_by_name(self, name: str | None) -> Pool | None:
         for pool in self.pools:
@@ -135,14 +169,17 @@ def default_policy() -> Policy:
     """The built-in policy used when no file is given."""
     return Policy(
         pool_label="node.usage",
-        pools=(Pool("inference", 1000, True), Pool("hybrid", -100, False)),
+        pools=(Pool("inference", 1000, True),
+               Pool("hybrid", -100, False, CONSOLIDATE_NODES, DEFAULT_BAND_WIDTH)),
         default_deletion_cost=0,
     )
 
 
 _TOP_KEYS = {"poolLabel", "pools", "defaultDeletionCost", "namespaceSelector", "podSelector",
-             "scaleDown"}
-_POOL_KEYS = {"name", "deletionCost", "protected"}
+             "scaleDown", "gpuResources"}
+_POOL_KEYS = {"name", "deletionCost", "protected", "consolidate", "bandWidth"}
+_RESOURCE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*"
+                            r"[A-Za-z0-9])?")
 _SCALE_KEYS = {"enforcement", "protectedLast", "minProtectedReplicas", "exemptUsers",
                "autoscalers"}
 _AUTOSCALER_KEYS = {"users", "enforcement"}
@@ -162,6 +199,7 @@ def parse_policy(document: Any, source: str = "policy") -> Policy:
     pools = _parse_pools(document.get("pools"), source)
     default_cost = _int32(document.get("defaultDeletionCost", 0), source, "defaultDeletionCost")
     _check_costs_favour_protected(pools, default_cost, source)
+    _check_bands(pools, default_cost, source)
     selectors = {}
     for key in ("namespaceSelector", "podSelector"):
         value = document.get(key) or {}
@@ -177,6 +215,8 @@ def parse_policy(document: Any, source: str = "policy") -> Policy:
         namespace_selector=selectors["namespaceSelector"],
         pod_selector=selectors["podSelector"],
         scale_down=_parse_scale_down(document.get("scaleDown") or {}, source),
+        gpu_resources=_gpu_resources(document.get("gpuResources", list(DEFAULT_GPU_RESOURCES)),
+                                     source),
     )
 
 
@@ -200,8 +240,46 @@ def _parse_pools(value: Any, source: str) -> tuple[Pool, ...]:
         protected = item.get("protected", False)
         if not isinstance(protected, bool):
             raise PolicyError(f"{source}: {where}.protected: must be true or false")
-        pools.append(Pool(name, cost, protected))
+        pools.append(Pool(name, cost, protected, *_consolidation(item, source, where)))
     return tuple(pools)
+
+
+def _consolidation(item: Mapping[str, Any], source: str, where: str) -> tuple[str, int]:
+    """(consolidate, bandWidth) of one pool; a pool that does not mention them is flat."""
+    mode = item.get("consolidate", CONSOLIDATE_NONE)
+    if mode not in CONSOLIDATE_MODES:
+        raise PolicyError(f"{source}: {where}.consolidate: must be one of "
+                          f"{', '.join(CONSOLIDATE_MODES)}, got {_shown(mode)}")
+    if mode == CONSOLIDATE_NONE:
+        if "bandWidth" in item:
+            raise PolicyError(f"{source}: {where}.bandWidth: only a pool with consolidate: "
+                              "nodes has a band")
+        return mode, 1
+    width = _int32(item.get("bandWidth", DEFAULT_BAND_WIDTH), source, f"{where}.bandWidth")
+    if width < MIN_BAND_WIDTH:
+        raise PolicyError(f"{source}: {where}.bandWidth: must be at least {MIN_BAND_WIDTH} "
+                          f"(one value per node slot), got {width}")
+    try:
+        band_of(item.get("name"), item["deletionCost"], width)
+    except ValueError as err:
+        raise PolicyError(f"{source}: {where}.bandWidth: {err}") from None
+    return mode, width
+
+
+def _check_bands(pools: tuple[Pool, ...], default_cost: int, source: str) -> None:
+    """Refuse bands that share a value or put a protected band below an unprotected one."""
+    conflict = band_conflict([pool.band for pool in pools] + [Band(None, default_cost,
+                                                                   default_cost)])
+    if conflict:
+        raise PolicyError(f"{source}: pools: {conflict}")
+
+
+def _gpu_resources(value: Any, source: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value or not all(
+            isinstance(name, str) and _RESOURCE_NAME.fullmatch(name) for name in value):
+        raise PolicyError(f"{source}: gpuResources: must be a non-empty list of extended "
+                          f"resource names such as nvidia.com/gpu, got {_shown(value)}")
+    return tuple(value)
 
 
 def _check_costs_favour_protected(pools: tuple[Pool, ...], default_cost: int,

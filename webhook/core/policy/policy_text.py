@@ -33,10 +33,16 @@ def _pools(policy: Policy) -> list[str]:
     lines = [f"Pools, by the node label {label} (listed most protected first):"]
     for pool in policy.pools:
         mark = "  protected" if pool.protected else ""
-        lines.append(f"  {pool.name:<{width}}  nodes with {label}={pool.name}: pods get "
-                     f"deletion cost {pool.deletion_cost}{mark}")
+        if pool.consolidates:
+            lines.append(f"  {pool.name:<{width}}  nodes with {label}={pool.name}: pods get a "
+                         f"deletion cost in the band {pool.band.describe()}, ranked by how "
+                         f"cheaply their node empties{mark}")
+        else:
+            lines.append(f"  {pool.name:<{width}}  nodes with {label}={pool.name}: pods get "
+                         f"deletion cost {pool.deletion_cost}{mark}")
     lines.append(f"  other nodes (no {label} label, or an unlisted value): deletion cost "
                  f"{policy.default_deletion_cost}")
+    lines += _bands(policy)
     groups = sorted({*(p.deletion_cost for p in policy.pools), policy.default_deletion_cost})
     if len(groups) > 1:
         named = [_names_with_cost(policy, cost) for cost in groups]
@@ -45,11 +51,30 @@ def _pools(policy: Policy) -> list[str]:
     return lines
 
 
+def _bands(policy: Policy) -> list[str]:
+    """Each band, highest first, and what ranks inside the consolidating ones."""
+    if not policy.consolidates:
+        return []
+    lines = ["Bands, highest first (no two share a value, so no rank can put a pool's pods "
+             "before a less protected pool's):"]
+    for band in sorted(policy.bands, key=lambda b: -b.high):
+        name = band.pool if band.pool is not None else "other nodes"
+        lines.append(f"  {name}: {band.describe()}")
+    resources = ", ".join(policy.gpu_resources)
+    lines.append("Inside a consolidating band, a pod's cost is lower the more cheaply its "
+                 "node can be emptied by its own workload: nodes no other workload's pods hold "
+                 "first, fewest of its pods first; nodes others hold next. Occupancy counts "
+                 f"GPUs requested ({resources}); on nodes offering none, pods.")
+    return lines
+
+
 def _names_with_cost(policy: Policy, cost: int) -> str:
-    names = [f"{p.name} pods" for p in policy.pools if p.deletion_cost == cost]
+    pools = [p for p in policy.pools if p.deletion_cost == cost]
+    names = [f"{p.name} pods" for p in pools]
     if cost == policy.default_deletion_cost:
         names.append("pods on other nodes")
-    return f"{' and '.join(names)} ({cost})"
+    shown = pools[0].band.describe() if len(pools) == 1 and pools[0].consolidates else cost
+    return f"{' and '.join(names)} ({shown})"
 
 
 def _scope(policy: Policy) -> list[str]:

@@ -8,12 +8,13 @@ list of resource types poolguard reads (the cache watches them, state files hold
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..objects.kube import labels_of, name_of, namespace_of
 from ..objects.podfacts import PodFacts
+from .pods_by_node import PodsByNode, T
 
 
 @dataclass(frozen=True)
@@ -312,6 +313,7 @@ class Snapshot(IndexedClusterView):
         self._nodes: dict[str, Mapping[str, Any]] = {}
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self._workloads: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+        self._by_node: PodsByNode | None = None
         self.counts: dict[str, int] = defaultdict(int)
         for obj in objects:
             self.add(obj)
@@ -325,6 +327,7 @@ class Snapshot(IndexedClusterView):
             self._facts.pop(namespace_of(obj), None)
             self._labels.pop(namespace_of(obj), None)
             self._pod_index[(namespace_of(obj), name_of(obj))] = obj
+            self._by_node = None
         elif kind == "Node":
             self._nodes[name_of(obj)] = obj
         elif kind == "Namespace":
@@ -339,6 +342,20 @@ class Snapshot(IndexedClusterView):
 
     def pod(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self._pod_index.get((namespace, name))
+
+    def pods_on_node(self, name: str) -> list[Mapping[str, Any]]:
+        """The pods bound to node `name` (indexed on first use)."""
+        return self._pods_by_node().on(name)
+
+    def read_node(self, name: str, key: object,
+                  compute: Callable[[list[Mapping[str, Any]]], T]) -> T:
+        """`compute(pods on node)`, remembered per node and `key` (`PodsByNode.remembered`)."""
+        return self._pods_by_node().remembered(name, key, compute)
+
+    def _pods_by_node(self) -> PodsByNode:
+        if self._by_node is None:
+            self._by_node = PodsByNode(self._pod_index.values())
+        return self._by_node
 
     def read_all_facts(self) -> None:
         """Read the facts of every pod now (a server does this once, after loading)."""
