@@ -94,6 +94,42 @@ def test_concatenated_json_documents_are_read(tmp_path: Path) -> None:
     assert from_json.stdout == from_yaml.stdout
 
 
+def test_yaml_outputs_appended_with_two_greater_thans_are_all_read(tmp_path: Path) -> None:
+    """`kubectl get ... -o yaml >> state.yaml` twice: no `---` between the Lists, so one
+    YAML mapping repeats its keys; every List is read, not only the last."""
+    items = state_items()
+    workloads = [i for i in items if i["kind"] in ("Deployment", "StatefulSet")]
+    rest = [i for i in items if i not in workloads]
+    state = tmp_path / "state.yaml"
+    state.write_text("".join(yaml.safe_dump({"apiVersion": "v1", "items": part, "kind": "List",
+                                             "metadata": {"resourceVersion": ""}})
+                             for part in (rest, workloads[:1], workloads[1:])))
+    args = ("--now", "2026-01-31T12:00:00Z", "--all-workloads", "--replicas-delta", "-1",
+            "-o", "json")
+    appended = run(PY, "-m", "webhook", "plan", "--state", state, *args)
+    whole = run(PY, "-m", "webhook", "plan", "--state", STATE, *args)
+    assert appended.returncode == 0, appended.stderr
+    names = [d["workload"]["name"] for d in json.loads(appended.stdout)]
+    assert names == [d["workload"]["name"] for d in json.loads(whole.stdout)]
+    assert {"llm-serve", "embedder", "kv-cache"} <= set(names)
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Namespace\n  metadata:\n"
+     "    name: ml\n    name: ai\n", "line 8, column 5: duplicate key 'name' (first at line 7)"),
+    ('{"apiVersion": "v1", "kind": "List", "items": [], "items": []}',
+     "document 1 (from line 1): duplicate key 'items'"),
+    ("apiVersion: v1\nkind: List\nitems: []\nitems: []\n",
+     "line 4, column 1: duplicate key 'items' (first at line 3)"),
+])
+def test_a_repeated_key_is_refused_by_name(tmp_path: Path, text: str, where: str) -> None:
+    state = tmp_path / "state.yaml"
+    state.write_text(text)
+    result = run(PY, "-m", "webhook", "plan", "--state", state, "--workload",
+                 "deploy/ml/llm-serve", "--replicas", "3")
+    assert_one_line_error(result, str(state), where, "keeps only the last")
+
+
 def test_broken_json_still_names_the_line(tmp_path: Path) -> None:
     state = tmp_path / "state.json"
     state.write_text('{"kind": "List", "items": []}\n{"kind": "List",\n "items": [}\n')
