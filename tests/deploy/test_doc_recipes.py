@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from pathlib import Path
 
+import requests
 import yaml
 
 from certs import pki
 from tests.support.install import PY, REPO, run
+from tests.support.serving import running_server
 
 # --- docs -------------------------------------------------------------------------------
 
@@ -43,3 +47,76 @@ def test_ca_rotation_recipe_keeps_the_local_names(tmp_path):
     assert pki.san_ip_addresses(cert) == ["127.0.0.1"]
 
 
+
+
+# --- the example reviews ----------------------------------------------------------------
+
+CURL = re.compile(r"--data @(examples/reviews/[\w.-]+\.json)\s+https://localhost:8443(/[\w-]+)")
+
+
+def _documented_reviews() -> dict[str, set[str]]:
+    """Each review file the README and docs post with curl, and the endpoints they post it to."""
+    posted: dict[str, set[str]] = {}
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for match in CURL.finditer(doc.read_text().replace("\\\n", " ")):
+            posted.setdefault(match.group(1), set()).add(match.group(2))
+    return posted
+
+
+def _patch(answer: dict) -> list[dict]:
+    return json.loads(base64.b64decode(answer["patch"]))
+
+
+def _cost_patch(answer: dict) -> dict:
+    [op] = _patch(answer)
+    return op["value"]
+
+
+ANSWERS = {  # what docs/serving.md "Trying the endpoints" says each one gets
+    ("pod-create.json", "/mutate-pods"): lambda a: a["allowed"] and _cost_patch(a) == {
+        "controller.kubernetes.io/pod-deletion-cost": "-100",
+        "poolguard.dev/managed-deletion-cost": "-100", "poolguard.dev/pool": "hybrid"},
+    ("binding.json", "/mutate-bindings"): lambda a: a["allowed"] and _cost_patch(a)[
+        "poolguard.dev/pool"] == "hybrid",
+    ("scale-deployment.json", "/validate-scale"): lambda a: (
+        not a["allowed"] and a["status"]["code"] == 403
+        and "llm-serve-7c9d8f6b5-x7k2p" in a["status"]["message"]
+        and "llm-serve-7c9d8f6b5-k4z9s" in a["status"]["message"]
+        and "fix: scale to 4 replicas" in a["status"]["message"]),
+    ("scale-deployment-hpa.json", "/mutate-scale"): lambda a: (
+        a["allowed"] and _patch(a) == [{"op": "replace", "path": "/spec/replicas", "value": 4}]
+        and any("from 6 to 4 replicas" in w for w in a["warnings"])),
+    ("scale-statefulset.json", "/validate-scale"): lambda a: (
+        a["allowed"] and a["auditAnnotations"]["victims"] == "kv-cache-2,kv-cache-1"),
+    ("scale-leaderworkerset.json", "/validate-scale"): lambda a: (
+        a["allowed"] and a["auditAnnotations"]["victims"] == "llm-multi-2,llm-multi-2-1"),
+    ("scale-rollout.json", "/validate-scale"): lambda a: (
+        a["allowed"] and a["auditAnnotations"]["victims"].split(",") == [
+            "reranker-6d4b8c7f5-g5h6i", "reranker-6d4b8c7f5-j7k8l", "reranker-6d4b8c7f5-d3e4f"]),
+}
+
+
+def test_every_example_review_is_posted_by_a_doc_command() -> None:
+    shipped = {f"examples/reviews/{p.name}" for p in (REPO / "examples" / "reviews").glob("*.json")}
+    documented = _documented_reviews()
+    assert set(documented) == shipped
+    assert {(Path(file).name, path) for file, paths in documented.items()
+            for path in paths} >= set(ANSWERS)
+
+
+def test_the_documented_curl_commands_get_the_documented_answers(tmp_path: Path) -> None:
+    """Each README and docs curl command, against `serve` started as `make run` starts it."""
+    with running_server(tmp_path, "--state", "examples/cluster-state.yaml",
+                        "--policy", "examples/policy.yaml") as (url, ca, _):
+        session = requests.Session()
+        session.verify, session.trust_env = str(ca), False
+        for file, paths in sorted(_documented_reviews().items()):
+            body = json.loads((REPO / file).read_text())
+            for path in sorted(paths):
+                reply = session.post(url + path, json=body, timeout=30)
+                assert reply.status_code == 200, (file, path, reply.text)
+                answer = reply.json()["response"]
+                assert answer["uid"] == body["request"]["uid"]
+                check = ANSWERS.get((Path(file).name, path))
+                assert check is not None and check(answer), (file, path, answer)
+        session.close()
