@@ -120,3 +120,49 @@ def test_the_documented_curl_commands_get_the_documented_answers(tmp_path: Path)
                 check = ANSWERS.get((Path(file).name, path))
                 assert check is not None and check(answer), (file, path, answer)
         session.close()
+
+
+# --- the install path -------------------------------------------------------------------
+
+SH_BLOCK = re.compile(r"```sh (?:run|check)\n(.*?)```", re.S)
+
+
+def _shell_lines(text: str) -> list[str]:
+    return [line for block in SH_BLOCK.findall(text)
+            for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def test_every_helm_install_in_the_docs_starts_in_dryrun() -> None:
+    """The docs advise an audit first; their install commands do what they advise."""
+    installs = [(doc.name, line) for doc in [REPO / "README.md", *(REPO / "docs").glob("*.md")]
+                for line in _shell_lines(doc.read_text()) if "helm install" in line]
+    assert installs
+    for doc, line in installs:
+        assert "enforcement=dryrun" in line or "dryrun-values.yaml" in line, (doc, line)
+
+
+def test_install_doc_says_how_to_move_from_dryrun_to_enforce() -> None:
+    text = (REPO / "docs" / "install.md").read_text()
+    helm_c = text[text.index("## Path C: Helm"):text.index("### Certificates")]
+    lines = _shell_lines(helm_c)
+    assert any("helm upgrade" in line and "--reuse-values" in line
+               and "enforcement=enforce" in line for line in lines), lines
+    before = text[text.index("## Before you start"):text.index("## Path A")]
+    assert "scaleDown.enforcement: dryrun" in before
+
+
+def test_readme_builds_and_pushes_the_image_before_the_helm_install() -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Installing into a cluster"):readme.index("## Policy reference")]
+    lines = _shell_lines(section)
+    install = next(i for i, line in enumerate(lines) if "helm install" in line)
+    build = next(i for i, line in enumerate(lines) if line.startswith("make image IMAGE="))
+    push = next(i for i, line in enumerate(lines) if line.startswith("docker push "))
+    assert build < push < install
+    image = lines[build].split("IMAGE=")[1].split()[0]
+    assert lines[push].split()[2] == image
+    repository, tag = image.rsplit(":", 1)
+    assert f"--set image.repository={repository}" in lines[install]
+    chart = yaml.safe_load((REPO / "charts" / "poolguard" / "Chart.yaml").read_text())
+    assert tag == chart["appVersion"]  # the tag the chart uses when none is set
+    assert "Dockerfile" in section and "certificate Jobs" in section
