@@ -48,6 +48,14 @@ def test_replicas_delta_is_relative_to_the_current_count():
     assert json.loads(result.stdout)["replicas"] == {"from": 6, "to": 3}
 
 
+def test_a_replicas_delta_below_zero_is_refused_naming_the_workload():
+    result = example("--workload", "deploy/ml/llm-serve", "--replicas-delta", "-10")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == ("error: --replicas-delta -10: deploy/ml/llm-serve has 6 replicas, "
+                             "so the target would be -4; use a delta of -6 or more, or "
+                             "--replicas 0\n")
+
+
 def test_output_to_a_file(tmp_path):
     target = tmp_path / "plan.json"
     result = example("--workload", "deploy/ml/llm-serve", "--replicas", "3", "-o", "json",

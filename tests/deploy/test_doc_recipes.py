@@ -166,3 +166,41 @@ def test_readme_builds_and_pushes_the_image_before_the_helm_install() -> None:
     chart = yaml.safe_load((REPO / "charts" / "poolguard" / "Chart.yaml").read_text())
     assert tag == chart["appVersion"]  # the tag the chart uses when none is set
     assert "Dockerfile" in section and "certificate Jobs" in section
+
+
+# --- how long things take ---------------------------------------------------------------
+
+
+def _minutes(measured: str) -> int:
+    """"10m50s" as whole minutes, rounded."""
+    minutes, seconds = re.fullmatch(r"(\d+)m(\d+)s", measured).groups()
+    return round(int(minutes) + int(seconds) / 60)
+
+
+def test_quick_start_and_development_docs_give_the_same_times() -> None:
+    """The README's table, development.md's test tiers and its timing paragraph say what
+    the measured CI runs in development.md found."""
+    readme = (REPO / "README.md").read_text()
+    development = (REPO / "docs" / "development.md").read_text()
+    ci = development[development.index("## CI"):]
+    cold_test = _minutes(re.search(r"`make test` (\d+m\d+s) with", ci).group(1))
+    warm_test = _minutes(re.search(r"machine, with the .*?`make test` (\d+m\d+s)", ci,
+                                   re.S).group(1))
+    build = _minutes(re.search(r"(\d+m\d+s) in all;", ci).group(1))
+    cold_e2e = _minutes(re.search(r"`make e2e` (\d+m\d+s):", ci).group(1))
+    warm_e2e = _minutes(re.search(r"`make e2e` (\d+m\d+s) \(", ci).group(1))
+
+    test_row = re.search(r"^\| `make test` \|.*\| about (\d+) minutes on a cold 2-core machine"
+                         r" \(the helm build included\), (\d+) warm \|$", readme, re.M)
+    assert test_row and (int(test_row[1]), int(test_row[2])) == (cold_test, warm_test)
+    tier = re.search(r"\*\*`make test`\*\* \(about (\d+) minutes cold, (\d+) warm", development)
+    assert tier and (int(tier[1]), int(tier[2])) == (cold_test, warm_test)
+
+    e2e_row = re.search(r"^\| `make e2e` \|.*\| about (\d+) minutes for the first build, "
+                        r"(\d+)-(\d+) minutes a run", readme, re.M)
+    assert e2e_row and int(e2e_row[1]) == build
+    assert (int(e2e_row[2]), int(e2e_row[3])) == (min(cold_e2e, warm_e2e),
+                                                  max(cold_e2e, warm_e2e))
+    paragraph = development[development.index("How long, on 2 cores"):]
+    assert f"the first build of the five binaries about {build} minutes" in paragraph
+    assert f"a `make e2e` run {e2e_row[2]}-{e2e_row[3]} minutes" in paragraph

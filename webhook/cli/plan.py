@@ -86,7 +86,7 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
                        help="the target replica count")
     count.add_argument("--replicas-delta", metavar="D", type=int,
                        help="the target relative to each workload's current count, e.g. -1 "
-                       "for its next scale-down (never below 0)")
+                       "for its next scale-down (a target below 0 is refused)")
     parser.add_argument("--policy", metavar="FILE",
                         help="policy YAML (default: the built-in policy)")
     parser.add_argument("--now", metavar="RFC3339",
@@ -144,10 +144,17 @@ def run_plan(args: argparse.Namespace) -> int:
 
 
 def _target(view: Snapshot, ref: str, args: argparse.Namespace) -> int:
-    """--replicas, or the workload's current count plus --replicas-delta (never below 0)."""
+    """--replicas, or the workload's current count plus --replicas-delta; a delta that goes
+    below 0 is refused, naming the workload (a plan to 0 would answer another question)."""
     if args.replicas is not None:
         return int(args.replicas)
-    return max(current_replicas(view, ref) + args.replicas_delta, 0)
+    current = current_replicas(view, ref)
+    target = current + args.replicas_delta
+    if target < 0:
+        raise CommandError(f"--replicas-delta {args.replicas_delta}: {ref} has {current} "
+                           f"replicas, so the target would be {target}; use a delta of "
+                           f"-{current} or more, or --replicas 0")
+    return target
 
 
 _FORMATS = ("text", "json", "html")
