@@ -153,7 +153,8 @@ def test_install_doc_says_how_to_move_from_dryrun_to_enforce() -> None:
 
 def test_readme_builds_and_pushes_the_image_before_the_helm_install() -> None:
     readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Installing into a cluster"):readme.index("## Policy reference")]
+    section = readme[readme.index("## Installing into a cluster"):
+                     readme.index("## Policy reference")]
     lines = _shell_lines(section)
     install = next(i for i, line in enumerate(lines) if "helm install" in line)
     build = next(i for i, line in enumerate(lines) if line.startswith("make image IMAGE="))

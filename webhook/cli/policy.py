@@ -19,8 +19,8 @@ from ..cluster.state import load_policy
 from ..core.admission_policy import admission_policy_objects
 from ..core.policy import default_policy
 from ..core.policy_schema import policy_schema
-from ..errors import CommandError
 from ..core.policy_text import explain_policy
+from ..errors import CommandError
 
 
 def add_policy_parser(commands: argparse._SubParsersAction) -> None:

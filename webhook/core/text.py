@@ -1,8 +1,9 @@
-"""Splitting long messages into short lines at sentence and clause boundaries."""
+"""Long messages as lines: split at clause boundaries, or one warning per thought."""
 
 from __future__ import annotations
 
 import textwrap
+import unicodedata
 
 _CONTINUATION = "... "
 
@@ -66,3 +67,45 @@ def _clauses(text: str) -> list[str]:
     if start < len(text):
         clauses.append(text[start:])
     return clauses
+
+
+_CLIPPED = " ..."
+
+
+def warning_texts(texts: list[str], limit: int, total: int) -> list[str]:
+    """One warning per text, each a single line of at most `limit` characters, together at
+    most `total`: the API server's rules for an admission response's warnings.
+
+    A warning is one thought: kubectl prints each as its own `Warning:` line, so a thought
+    split over two would read as two. A text longer than `limit` is cut after its last
+    clause that fits (a word, when one clause alone is too long) and ends in " ...".
+    Control characters, which the API server refuses in a warning, become spaces. Texts
+    past `total` are left out rather than cut by the API server.
+    """
+    out: list[str] = []
+    used = 0
+    for text in texts:
+        line = _one_line(text, limit)
+        if not line:
+            continue
+        if used + len(line) > total:
+            break
+        out.append(line)
+        used += len(line)
+    return out
+
+
+def _one_line(text: str, limit: int) -> str:
+    plain = " ".join("".join(" " if unicodedata.category(c).startswith("C") else c
+                             for c in text).split())
+    if len(plain) <= limit:
+        return plain
+    room = limit - len(_CLIPPED)
+    kept = ""
+    for clause in _clauses(plain):
+        if len(kept) + len(clause.rstrip()) > room:
+            break
+        kept += clause
+    if not kept.strip():
+        kept = textwrap.shorten(plain, room, placeholder="")
+    return kept.rstrip(" ,;:.") + _CLIPPED
