@@ -369,7 +369,6 @@ def test_bad_values_stop_rendering_naming_the_value(assignment: str, message: st
     ("policy.scaleDown.enforcement=audit", "/policy/scaleDown/enforcement"),
     ("policy.defaultDeletionCost=3000000000", "/policy/defaultDeletionCost"),
     ("policy.poolLable=gpu", "'poolLable'"),
-    ("enforcement=audit", "/enforcement"),
 ])
 def test_values_schema_refuses_a_wrong_type_naming_the_key(assignment: str, key: str) -> None:
     """values.schema.json: `helm template` (and so `helm install`, which runs the same

@@ -36,6 +36,7 @@ from .plan_document import (
 from .plan_html import render_html
 
 EXIT_DENIED = 3  # plan --fail-on-deny: the verdict denies
+EXIT_NOT_CHECKED = 4  # plan --fail-on-deny: the state lacks pods or nodes to judge a verdict
 
 
 def _now_ns(text: str | None) -> int:
@@ -62,7 +63,10 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
         "CRDs are installed), or from a saved --state file. "
         f"Exit codes: 0 done (whatever the verdict, without --fail-on-deny); {EXIT_USAGE} "
         "unusable input or an unreachable API server; "
-        f"{EXIT_DENIED} --fail-on-deny and the verdict (or one of --all-workloads) denies.",
+        f"{EXIT_DENIED} --fail-on-deny and the verdict (or one of --all-workloads) denies; "
+        f"{EXIT_NOT_CHECKED} --fail-on-deny, none denies, but a verdict could not be checked "
+        "because the state lacks pods or nodes (NOT CHECKED, JSON checked: false and "
+        "allowed: null).",
     )
     parser.add_argument("--state", metavar="FILE",
                         help="cluster state: a kubectl get ... -o yaml List or multi-document "
@@ -100,7 +104,9 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
                         "workloads sized by another owner are allowed, a listed autoscaler is "
                         "clamped to the safe count (CLAMPED to N, JSON clampedTo)")
     parser.add_argument("--fail-on-deny", action="store_true",
-                        help=f"exit {EXIT_DENIED} when the verdict denies (for CI gates)")
+                        help=f"exit {EXIT_DENIED} when the verdict denies, {EXIT_NOT_CHECKED} "
+                        "when it could not be checked for want of pods or nodes in the state "
+                        "(for CI gates)")
     parser.set_defaults(run=run_plan)
 
 
@@ -138,9 +144,14 @@ def run_plan(args: argparse.Namespace) -> int:
             text = render_html(documents[0])
         else:
             text = "\n\n".join(render_text(doc) for doc in documents)
-    denied = args.fail_on_deny and any(not doc["allowed"] for doc in documents)
     _write_output(text, output_file)
-    return EXIT_DENIED if denied else 0
+    if not args.fail_on_deny:
+        return 0
+    if any(doc["allowed"] is False for doc in documents):
+        return EXIT_DENIED
+    if any(doc["allowed"] is None for doc in documents):
+        return EXIT_NOT_CHECKED
+    return 0
 
 
 def _target(view: Snapshot, ref: str, args: argparse.Namespace) -> int:
