@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable
 
 from tests.support import factories as f
-from webhook.core.assessment import Assessment, assess_scale
-from webhook.core.cluster import Snapshot
-from webhook.core.kube import format_time_ns, parse_time_ns
-from webhook.core.policy import default_policy
+from webhook.core.objects.kube import format_time_ns, parse_time_ns
+from webhook.core.policy.policy import default_policy
+from webhook.core.scale.assessment import Assessment, assess_scale
+from webhook.core.view.cluster import Snapshot
 
 from .baseline import BASELINE_COMMIT, core_module, load_core
 from .results import record

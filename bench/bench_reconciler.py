@@ -24,7 +24,7 @@ from tests.support import factories as f
 from tests.support.kubeapi import FakeKubeAPI, wait_until
 from webhook.cluster.kubeclient import api_client_from
 from webhook.cluster.live import NAMESPACES, NODES, PODS, LiveCluster
-from webhook.core.policy import default_policy
+from webhook.core.policy.policy import default_policy
 from webhook.reconciler.options import Options
 from webhook.reconciler.passes import run_once
 from webhook.reconciler.service import Service

@@ -1,8 +1,8 @@
 """Rollout benchmark: a Deployment scaled down mid-rollout, 200 to 4,000 pods.
 
 Two ReplicaSets of equal size share the nodes; the scale-down halves the Deployment, so
-both delete and the sync-order model (webhook/core/rollout.py) runs. Measured per size,
-median of three runs, core time only (objects built beforehand):
+both delete and the sync-order model (webhook/core/deployment/sync_orders.py) runs.
+Measured per size, median of three runs, core time only (objects built beforehand):
 - predict: the victims and the possible victims over every sync order;
 - webhook: the same plus the verdict (as /validate-scale decides it);
 - plan: plus the safe replica count, found by re-predicting (binary search).
@@ -18,12 +18,12 @@ import time
 from collections.abc import Callable
 
 from tests.support import factories as f
-from webhook.core.cluster import Snapshot
-from webhook.core.decision import decide_scale, preview_scale
-from webhook.core.deployment_util import MAX_REPLICAS_ANNOTATION
-from webhook.core.kube import parse_time_ns
-from webhook.core.policy import default_policy
-from webhook.core.prediction import predict_scale
+from webhook.core.deployment.deployment_util import MAX_REPLICAS_ANNOTATION
+from webhook.core.objects.kube import parse_time_ns
+from webhook.core.policy.policy import default_policy
+from webhook.core.scale.decision import decide_scale, preview_scale
+from webhook.core.scale.prediction import predict_scale
+from webhook.core.view.cluster import Snapshot
 
 from .results import record
 

@@ -49,7 +49,7 @@ test-tools:
 chart-lint: $(HELM) ## helm lint charts/poolguard
 	$(HELM) lint --strict charts/poolguard
 
-# values.schema.json's `policy` is generated from the policy model (webhook/core/policy.py);
+# values.schema.json's `policy` is generated from the policy model (webhook/core/policy/policy.py);
 # tests/core/test_policy_schema.py fails until it is regenerated after a model change.
 chart-schema: $(STAMP) ## regenerate the policy part of the chart's values.schema.json
 	$(PY) -m webhook policy schema --values-schema charts/poolguard/values.schema.json

@@ -94,7 +94,8 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_walk_sees_the_whole_project() -> None:
     graph = project_graph()
-    assert {"webhook.core.active_pods_with_ranks", "webhook.admission.app", "webhook.cli.main",
+    assert {"webhook.core.replicaset.active_pods_with_ranks", "webhook.admission.app",
+            "webhook.cli.main",
             "webhook.reconciler.service", "certs.cli", "bench.bench_cache",
             "tests.support.kubeapi", "tests.test_architecture"} <= set(graph)
     assert "webhook.cluster.state" in graph["webhook.cli.plan"]  # relative imports resolve

@@ -19,9 +19,9 @@ from webhook.admission.handlers import (
     review_workload,
 )
 from webhook.admission.review import BadReview, parse_review
-from webhook.core.cluster import Snapshot
-from webhook.core.kube import parse_time_ns
-from webhook.core.policy import parse_policy
+from webhook.core.objects.kube import parse_time_ns
+from webhook.core.policy.policy import parse_policy
+from webhook.core.view.cluster import Snapshot
 
 NOW = parse_time_ns("2026-02-01T00:00:00Z")
 NODES = [f.node("inf-1", "inference"), f.node("hyb-1", "hybrid")]

@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from tests.core.test_deployment_sync import race_cluster
+from tests.core.deployment.test_deployment_sync import race_cluster
 from tests.support import factories as f
 from webhook.cluster.state import EXAMPLE_STATE
 

@@ -10,10 +10,10 @@ from tests.support import factories as f
 from tests.support import lws_factories as lf
 from webhook.cli.plan_document import plan_document, render_text
 from webhook.cli.plan_html import render_html
-from webhook.core.assessment import assess_scale
-from webhook.core.cluster import Snapshot
-from webhook.core.kube import parse_time_ns
-from webhook.core.policy import parse_policy
+from webhook.core.objects.kube import parse_time_ns
+from webhook.core.policy.policy import parse_policy
+from webhook.core.scale.assessment import assess_scale
+from webhook.core.view.cluster import Snapshot
 
 NOW = parse_time_ns("2026-03-15T12:00:00Z")
 POLICY = parse_policy({"pools": [{"name": "inference", "deletionCost": 1000, "protected": True},

@@ -31,7 +31,7 @@ from webhook.admission.handlers import Context, review_scale
 from webhook.admission.review import parse_review
 from webhook.cli.main import main as cli_main
 from webhook.cluster.state import load_policy, load_state
-from webhook.core.deployment_util import MAX_REPLICAS_ANNOTATION
+from webhook.core.deployment.deployment_util import MAX_REPLICAS_ANNOTATION
 
 SKIP = {"poolguard.dev/skip": "true"}
 POOLS = [{"name": "inference", "deletionCost": 1000, "protected": True},

@@ -20,7 +20,7 @@ from webhook.cluster import live
 from webhook.cluster.kubeclient import KubeConfigError, api_client_from
 from webhook.cluster.live import LiveCluster, read_snapshot
 from webhook.cluster.state import EXAMPLE_STATE, load_state, snapshot_to_list
-from webhook.core.cluster import IndexedClusterView
+from webhook.core.view.cluster import IndexedClusterView
 
 
 @pytest.fixture

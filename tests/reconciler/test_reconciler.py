@@ -21,16 +21,16 @@ from tests.support.kubeapi import FakeKubeAPI, wait_until
 from webhook.cli.main import build_parser, main
 from webhook.cluster.kubeclient import api_client_from
 from webhook.cluster.live import NAMESPACES, NODES, PODS, LiveCluster, read_snapshot
-from webhook.core.deletion_cost import (
+from webhook.core.cost.deletion_cost import (
     DELETION_COST_ANNOTATION as COST,
 )
-from webhook.core.deletion_cost import (
+from webhook.core.cost.deletion_cost import (
     MANAGED_COST_ANNOTATION as MARKER,
 )
-from webhook.core.deletion_cost import (
+from webhook.core.cost.deletion_cost import (
     POOL_ANNOTATION as POOL,
 )
-from webhook.core.policy import default_policy
+from webhook.core.policy.policy import default_policy
 from webhook.reconciler.lease import LeaderElector
 from webhook.reconciler.metrics import serve_http
 from webhook.reconciler.options import Options

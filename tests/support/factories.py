@@ -5,7 +5,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from webhook.core.deployment_util import DESIRED_REPLICAS_ANNOTATION, MAX_REPLICAS_ANNOTATION
+from webhook.core.deployment.deployment_util import (
+    DESIRED_REPLICAS_ANNOTATION,
+    MAX_REPLICAS_ANNOTATION,
+)
 
 COST_KEY = "controller.kubernetes.io/pod-deletion-cost"
 T0 = "2026-01-01T00:00:00Z"

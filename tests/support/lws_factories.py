@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tests.support import factories as f
-from webhook.core.leader_worker_set import (
+from webhook.core.leaderworkerset.leader_worker_set import (
     GROUP_INDEX_LABEL,
     REPLICAS_ANNOTATION,
     REVISION_LABEL,

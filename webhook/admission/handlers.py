@@ -5,6 +5,8 @@ Each `review_*` handler takes the parsed `request` of an AdmissionReview (review
 `ENDPOINTS`, at the end, maps each webhook path to its handler; app.py serves that table,
 so a new endpoint is a handler plus one line there. Objects stay plain dicts throughout,
 so no field the API server sent is ever dropped.
+
+Size: every endpoint's handler with the context they share, one table at the end.
 """
 
 from __future__ import annotations
@@ -14,11 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from ..core.assessment import Assessment
-from ..core.clamp import clamp_scale_down
-from ..core.cluster import APPS_WORKLOAD_RESOURCES, WORKLOAD_RESOURCES, ClusterView, workload_kind
-from ..core.decision import decide_scale
-from ..core.deletion_cost import (
+from ..core.cost.deletion_cost import (
     DELETION_COST_ANNOTATION,
     InvalidDeletionCost,
     check_deletion_cost,
@@ -26,8 +24,7 @@ from ..core.deletion_cost import (
     invalid_cost_message,
     is_valid_deletion_cost,
 )
-from ..core.kube import annotations_of, labels_of, replicas_of, spec_of
-from ..core.mutation import (
+from ..core.cost.mutation import (
     KEEP,
     SET,
     UNCHANGED,
@@ -36,10 +33,20 @@ from ..core.mutation import (
     is_governed,
     pinned_pool,
 )
-from ..core.owner_sizing import owner_warnings, sizing_owner
-from ..core.policy import Policy, policy_for
-from ..core.shape import ShapeError, check_object_shape, check_placement_shape
+from ..core.objects.kube import annotations_of, labels_of, replicas_of, spec_of
+from ..core.objects.shape import ShapeError, check_object_shape, check_placement_shape
+from ..core.policy.policy import Policy, policy_for
+from ..core.scale.assessment import Assessment
+from ..core.scale.clamp import clamp_scale_down
+from ..core.scale.decision import decide_scale
+from ..core.scale.owner_sizing import owner_warnings, sizing_owner
 from ..core.text import split_at_clauses
+from ..core.view.cluster import (
+    APPS_WORKLOAD_RESOURCES,
+    WORKLOAD_RESOURCES,
+    ClusterView,
+    workload_kind,
+)
 from .review import (
     ECHO_LIMIT,
     AdmissionRequest,

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..cluster.state import PolicyHolder, load_state
 from ..cluster.view import WatchedView
-from ..core.cluster import ClusterView
+from ..core.view.cluster import ClusterView
 from .handlers import Context
 
 log = logging.getLogger("poolguard")

@@ -29,7 +29,7 @@ from kubernetes.config import ConfigException, kube_config
 
 from ..cluster.kubeclient import api_client_from, describe_error, request_json
 from ..cluster.state import parse_policy_text
-from ..core.policy import PolicyError
+from ..core.policy.policy import PolicyError
 from ..errors import ApiError, InputError, NotFoundError
 from .argtypes import OneLineErrors, add_version_flags
 

@@ -22,8 +22,8 @@ from ..cluster.kubeclient import (
 )
 from ..cluster.live import read_snapshot
 from ..cluster.state import ListedSnapshot, load_policy, load_state, write_state
-from ..core.cluster import Snapshot
-from ..core.kube import format_time_ns, parse_time_ns
+from ..core.objects.kube import format_time_ns, parse_time_ns
+from ..core.view.cluster import Snapshot
 from ..errors import EXIT_USAGE, CommandError
 from .argtypes import number
 from .plan_document import (

@@ -12,16 +12,16 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.active_pods_with_ranks import RankedPod, TieGroup, deciding_rule
-from ..core.assessment import Assessment
-from ..core.clamp import clamp_scale_down
-from ..core.cluster import KIND_NAMES, KIND_SHORT_NAMES, ClusterView, Snapshot, canonical_kind
-from ..core.decision import preview_scale
-from ..core.kube import controller_ref, labels_of, name_of, namespace_of, replicas_of
-from ..core.leader_worker_set import SET_NAME_LABEL, LwsGroup
-from ..core.owner_sizing import sizing_owner
-from ..core.policy import Policy, policy_for
-from ..core.verdict import placement
+from ..core.leaderworkerset.leader_worker_set import SET_NAME_LABEL, LwsGroup
+from ..core.objects.kube import controller_ref, labels_of, name_of, namespace_of, replicas_of
+from ..core.policy.policy import Policy, policy_for
+from ..core.replicaset.active_pods_with_ranks import RankedPod, TieGroup, deciding_rule
+from ..core.scale.assessment import Assessment
+from ..core.scale.clamp import clamp_scale_down
+from ..core.scale.decision import preview_scale
+from ..core.scale.owner_sizing import sizing_owner
+from ..core.scale.verdict import placement
+from ..core.view.cluster import KIND_NAMES, KIND_SHORT_NAMES, ClusterView, Snapshot, canonical_kind
 from ..errors import InputError
 
 VICTIM, POSSIBLE_VICTIM, BLOCKED, SURVIVES = "victim", "possible-victim", "blocked", "survives"

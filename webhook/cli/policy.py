@@ -16,10 +16,10 @@ from pathlib import Path
 import yaml
 
 from ..cluster.state import load_policy
-from ..core.admission_policy import admission_policy_objects
-from ..core.policy import default_policy
-from ..core.policy_schema import policy_schema
-from ..core.policy_text import explain_policy
+from ..core.cost.admission_policy import admission_policy_objects
+from ..core.policy.policy import default_policy
+from ..core.policy.policy_schema import policy_schema
+from ..core.policy.policy_text import explain_policy
 from ..errors import CommandError
 
 

@@ -24,7 +24,7 @@ from ..cluster.kubeclient import (
     server_of,
 )
 from ..cluster.state import PolicyHolder, load_policy
-from ..core.policy import Policy
+from ..core.policy.policy import Policy
 from ..errors import InputError, LeaseHeldError
 from ..reconciler.decide import FAILED
 from ..reconciler.metrics import serve_http

@@ -29,7 +29,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.deletion_cost import DELETION_COST_ANNOTATION
+from ..core.cost.deletion_cost import DELETION_COST_ANNOTATION
 
 POOLGUARD_PREFIX = "poolguard.dev/"
 _intern = sys.intern

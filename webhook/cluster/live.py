@@ -34,7 +34,9 @@ from urllib.parse import quote
 
 from kubernetes import client
 
-from ..core.cluster import (
+from ..core.objects.kube import labels_of, name_of, namespace_of
+from ..core.objects.podfacts import PodFacts
+from ..core.view.cluster import (
     DEPLOYMENTS,
     LEADERWORKERSETS,
     NAMESPACES,
@@ -49,8 +51,6 @@ from ..core.cluster import (
     LabelIndex,
     Resource,
 )
-from ..core.kube import labels_of, name_of, namespace_of
-from ..core.podfacts import PodFacts
 from ..errors import GoneError, NotFoundError
 from .compact import compact
 from .kubeclient import (

@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-from ..core.cluster import Snapshot
-from ..core.policy import Policy, PolicyError, default_policy, parse_policy
-from ..core.shape import ShapeError, check_object_shape
+from ..core.objects.shape import ShapeError, check_object_shape
+from ..core.policy.policy import Policy, PolicyError, default_policy, parse_policy
+from ..core.view.cluster import Snapshot
 from ..errors import InputError
 from .filewatch import FileWatcher
 

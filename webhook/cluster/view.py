@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from ..core.cluster import ClusterView
+from ..core.view.cluster import ClusterView
 
 
 @runtime_checkable

@@ -1,6 +1,6 @@
 """What a pod needs from the reconciler, decided from a cached view (pure: no I/O).
 
-The cost itself is the webhooks' decision (`webhook.core.mutation.decide_cost`): a
+The cost itself is the webhooks' decision (`webhook.core.cost.mutation.decide_cost`): a
 governed, scheduled pod on a known node gets its pool's cost; a value a person set (no
 poolguard marker, or a marker that no longer matches) is kept. This module adds only
 what the reconciler rules out before asking (pods it never touches, and why) and which
@@ -13,15 +13,23 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..core.deletion_cost import (
+from ..core.cost.deletion_cost import (
     DELETION_COST_ANNOTATION,
     MANAGED_COST_ANNOTATION,
     POOL_ANNOTATION,
     cost_set_by_hand,
 )
-from ..core.kube import Obj, annotations_of, labels_of, meta, namespace_of, spec_of, status_of
-from ..core.mutation import KEEP, SET, UNCHANGED, CostDecision, decide_cost, is_governed
-from ..core.policy import Policy
+from ..core.cost.mutation import KEEP, SET, UNCHANGED, CostDecision, decide_cost, is_governed
+from ..core.objects.kube import (
+    Obj,
+    annotations_of,
+    labels_of,
+    meta,
+    namespace_of,
+    spec_of,
+    status_of,
+)
+from ..core.policy.policy import Policy
 
 PodKey = tuple[str, str]  # (namespace, name)
 

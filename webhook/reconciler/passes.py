@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from kubernetes import client
 
 from ..cluster.live import NAMESPACES, NODES, PODS, read_snapshot
-from ..core.kube import Obj, name_of, namespace_of
-from ..core.policy import Policy
+from ..core.objects.kube import Obj, name_of, namespace_of
+from ..core.policy.policy import Policy
 from .decide import CLEANED, FAILED, KEPT, PATCHED, SKIPPED, UNCHANGED_POD, UNTOUCHED
 from .lease import holding_lease, make_elector
 from .metrics import Metrics

@@ -20,8 +20,8 @@ from kubernetes import client
 
 from ..cluster.live import NAMESPACES, NODES, PODS, LiveCluster
 from ..cluster.state import PolicyHolder
-from ..core.kube import Obj, labels_of, name_of, namespace_of, spec_of
-from ..core.policy import Policy
+from ..core.objects.kube import Obj, labels_of, name_of, namespace_of, spec_of
+from ..core.policy.policy import Policy
 from .decide import FAILED, KEPT, PATCH, PodKey
 from .lease import make_elector
 from .metrics import Metrics

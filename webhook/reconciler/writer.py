@@ -19,10 +19,10 @@ import urllib3
 from kubernetes import client
 
 from ..cluster.kubeclient import MERGE_PATCH, ApiError, describe_error, request_json
-from ..core.deletion_cost import DELETION_COST_ANNOTATION
-from ..core.kube import Obj, annotations_of, meta, name_of, namespace_of, spec_of
-from ..core.mutation import CostDecision
-from ..core.policy import Policy
+from ..core.cost.deletion_cost import DELETION_COST_ANNOTATION
+from ..core.cost.mutation import CostDecision
+from ..core.objects.kube import Obj, annotations_of, meta, name_of, namespace_of, spec_of
+from ..core.policy.policy import Policy
 from ..errors import ConflictError, NotFoundError
 from .decide import (
     CLEANED,

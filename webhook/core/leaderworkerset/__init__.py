@@ -1,0 +1,4 @@
+"""The LeaderWorkerSet controller's scale-down (sigs.k8s.io/lws): whole groups go.
+
+- leader_worker_set.py   which groups go, now and once the controller stops waiting
+"""

@@ -1,0 +1,8 @@
+"""Kubernetes objects as the core reads them: fields, label selectors, ownership, a pod's facts.
+
+- kube.py        small readers for object dicts (metadata, spec, status, times, Go integers)
+- selectors.py   label selectors with Kubernetes semantics
+- shape.py       type checks for the fields poolguard reads (a clear error, not a crash)
+- ownership.py   controller references and claims (one predicate)
+- podfacts.py    a pod's facts read once, and its integer sort key
+"""

@@ -1,0 +1,6 @@
+"""The node-pool policy.
+
+- policy.py        its shape, validation with field-named errors, and pool lookups
+- policy_text.py   the policy explained in plain words (`policy check`)
+- policy_schema.py its JSON Schema, generated from the model (`policy schema`, the chart)
+"""

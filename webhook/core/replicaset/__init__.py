@@ -1,0 +1,9 @@
+"""The ReplicaSet controller: the ranking it deletes by and its scale-down, sync by sync.
+
+Kubernetes: pkg/controller/replicaset and the ranking in pkg/controller/controller_utils.go.
+
+- active_pods_with_ranks.py   the comparator: the specification
+- sort_keys.py                the same order as integer keys (pinned to the comparator)
+- chain_bound.py              what any chain of syncs can delete
+- replicaset_sync.py          a ReplicaSet's scale-down, sync by sync
+"""

@@ -1,0 +1,10 @@
+"""Judging a scale: the victims per workload kind, the policy's verdict, the answer.
+
+- prediction.py     the victims of a scale, per workload kind
+- verdict.py        a prediction judged against the policy, on the worst case
+- assessment.py     predict and judge in one call, with the smallest safe count
+- decision.py       in scope, then judged: what `/validate-scale` and `plan` share
+- clamp.py          an autoscaler's scale-down lowered to the safe count
+- owner_sizing.py   workloads sized by a non-Deployment owner (never blocked)
+- state_coverage.py whether a cluster state holds the pods and nodes a verdict needs
+"""

@@ -1,0 +1,190 @@
+"""Predict and judge a scale in one call, with the smallest replica count that is safe now."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter
+from typing import Any
+
+from ..leaderworkerset.leader_worker_set import REPLACED
+from ..policy.policy import Policy
+from ..replicaset.replicaset_sync import BURST_REPLICAS
+from ..view.cluster import ClusterView
+from .prediction import ScalePrediction, predict_scale
+from .verdict import Protection, Verdict, evaluate, protection, worst_case_victims
+
+_NODE_NAME = attrgetter("facts.node_name")
+
+
+@dataclass
+class Assessment:
+    prediction: ScalePrediction
+    verdict: Verdict
+
+
+def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
+                 to_replicas: int, now_ns: int | None, quick: bool = False,
+                 burst: int = BURST_REPLICAS) -> Assessment:
+    """Predict the victims of scaling `workload` to `to_replicas` and judge them.
+
+    The safe replica count comes with every verdict, except with `quick` (the webhook,
+    inside the API server's timeout): then only for a violation's fix, and only when one
+    prediction gives it (one ReplicaSet or a StatefulSet shrinks, and the safe part of
+    the order fits in one sync); otherwise it would take a dozen re-predictions, and the
+    fix points to `plan` instead.
+    """
+    prediction = predict_scale(view, workload, to_replicas, now_ns, burst)
+    protected = protection(policy, view.node)
+    verdict = evaluate(policy, prediction, view.node, protected)
+    one_prediction = prediction.prefix_order is not None or prediction.groups is not None
+    if not quick or (verdict.violations and one_prediction):
+        verdict.safe_replicas = smallest_safe_replicas(view, policy, workload, prediction,
+                                                       now_ns, protected, burst, quick)
+    if verdict.violations:
+        fix = _fix_text(prediction, verdict.safe_replicas)
+        for violation in verdict.violations:
+            violation.message = f"{violation.message}; fix: {fix}"
+    return Assessment(prediction, verdict)
+
+
+def removes_protected(view: ClusterView, policy: Policy, prediction: ScalePrediction) -> bool:
+    """True when the worst case of `prediction` deletes a pod on a protected pool."""
+    protected = protection(policy, view.node)
+    return any(protected(p) for p in worst_case_victims(prediction, protected))
+
+
+def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
+                           prediction: ScalePrediction, now_ns: int | None,
+                           protected: Protection | None = None, burst: int = BURST_REPLICAS,
+                           quick: bool = False) -> int | None:
+    """The lowest replica count whose scale-down removes no protected-pool pod now.
+
+    Whatever the requested count: 0 when no pod runs on a protected pool, the number of
+    active pods when even one deletion could take a protected pod (for a LeaderWorkerSet,
+    counted in groups). None with `quick`
+    when finding it would take re-predictions.
+    """
+    if protected is None:
+        protected = protection(policy, view.node)
+    if prediction.groups is not None:
+        return _safe_groups(prediction, protected)
+    if prediction.prefix_order is None:
+        return None if quick else _search_safe_replicas(
+            view, policy, workload, now_ns, burst,
+            -1, len(prediction.victims) + len(prediction.survivors))
+    order, chain = prediction.prefix_order, prediction.prefix_chain
+    prefix = _safe_prefix_length(order, protected, prediction.kind)
+    if prefix <= burst or chain is None:
+        return len(order) - prefix  # deleted in one sync (or by ordinal): the prefix goes
+    # More than one sync's worth: each sync's unknowable tie-breaking moves the next
+    # syncs' ranks, so the safe prefix is only an upper bound. One sync's worth is safe;
+    # beyond it, the most deletions whose every-chain group holds no protected pod (that
+    # group grows with the deletions, and the groups before it lie within the prefix).
+    flags = _protected_flags(order, protected)
+    highest: dict[int, int] = {}  # per group start: the highest rank of a protected pod
+
+    def some_chain_reaches_protected(removed: int) -> bool:
+        cut = chain.cut(removed)
+        if cut is None:
+            return False
+        start, end, lowest = cut
+        if start not in highest:
+            protected_here = compress(order[start:end], flags[start:end])
+            highest[start] = max(map(chain.per_node.__getitem__,
+                                     map(_NODE_NAME, protected_here)), default=-1)
+        return highest[start] >= lowest
+
+    safe, unsafe = burst, prefix + 1
+    while unsafe - safe > 1:
+        middle = (safe + unsafe) // 2
+        if some_chain_reaches_protected(middle):
+            unsafe = middle
+        else:
+            safe = middle
+    return len(order) - safe
+
+
+def _safe_groups(prediction: ScalePrediction, protected: Protection) -> int:
+    """A LeaderWorkerSet's: whole groups go, highest index first, so the count that keeps
+    every group with a pod on a protected pool (at most the current count: a surge group
+    above it goes whatever the count). A protected group that a rolling update under way
+    may recreate is a possible victim at every lower count, so only the current is safe."""
+    assert prediction.groups is not None
+    ceiling = max(prediction.from_replicas, prediction.to_replicas)
+    protected_groups = [group for group in prediction.groups
+                        if any(_protected_flags(group.pods, protected))]
+    if any(group.fate == REPLACED for group in protected_groups):
+        return ceiling
+    highest = max((group.index for group in protected_groups), default=-1)
+    return min(highest + 1, ceiling)
+
+
+def _safe_prefix_length(order: list[Any], protected: Any, kind: str) -> int:
+    """How many pods from the front of `order` go before one could be protected.
+
+    A cut inside a group tied on rules 1-5 may take any member of the group, so the
+    safe prefix ends where the group of the first protected pod begins.
+    """
+    flags = _protected_flags(order, protected)
+    first = flags.index(True) if True in flags else len(order)
+    if kind == "StatefulSet" or first == len(order):
+        return first  # ordinals leave no ties
+    key = order[first].key_rules_1_to_5
+    while first > 0 and order[first - 1].key_rules_1_to_5 == key:
+        first -= 1
+    return first
+
+
+def _protected_flags(order: list[Any], protected: Any) -> list[bool]:
+    return (protected.flags(order) if isinstance(protected, Protection)
+            else list(map(protected, order)))
+
+
+def _search_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
+                          now_ns: int | None, burst: int, unsafe: int, safe: int) -> int:
+    """Binary search over re-predictions between a count known to be unsafe (or -1) and
+    one known to be safe, for rollouts and multi-sync scale-downs.
+
+    Fewer replicas never spare a pod that more replicas delete, so the boundary between
+    safe and unsafe counts is found in O(log n) predictions; the answer is always a
+    count that was judged safe.
+    """
+    while safe - unsafe > 1:
+        middle = (unsafe + safe) // 2
+        if removes_protected(view, policy,
+                             predict_scale(view, workload, middle, now_ns, burst)):
+            unsafe = middle
+        else:
+            safe = middle
+    return safe
+
+
+def _fix_text(prediction: ScalePrediction, safe: int | None) -> str:
+    options = []
+    if safe is None:
+        options.append(f"scale no lower than the smallest replica count that removes no "
+                       f"protected-pool pod, which 'python -m webhook plan --workload "
+                       f"{prediction.kind.lower()}/{prediction.namespace}/{prediction.name} "
+                       f"--replicas {prediction.to_replicas}' names")
+    elif prediction.to_replicas < safe < prediction.from_replicas:
+        options.append(f"scale to {safe} replicas or more for now (the smallest count that "
+                       "removes no protected-pool pod)")
+    if any(group.fate == REPLACED for group in prediction.groups or []):
+        options.append("scale down once the rolling update under way is complete (until "
+                       "then it may recreate the outdated groups that stay)")
+    if prediction.kind == "LeaderWorkerSet":
+        # Deletion cost does not apply: whole groups go, highest group index first.
+        fewer = "" if options else ", or scale down fewer groups"
+        options.append("keep the highest-index groups' pods outside protected pools (a "
+                       "LeaderWorkerSet removes whole groups, highest group index first, "
+                       f"and deletion cost plays no part){fewer}")
+    elif prediction.kind == "StatefulSet":
+        # Deletion cost does not apply: a StatefulSet always removes its highest ordinals.
+        options.append("run the highest ordinals outside protected pools (for example with "
+                       "pod affinity or a pool-pinned StatefulSet per pool)")
+    else:
+        options.append("give the pods outside protected pools a lower deletion cost than "
+                       "the protected ones, then retry")
+    return "; or ".join(options)

@@ -1,0 +1,4 @@
+"""The StatefulSet controller's scale-down (pkg/controller/statefulset).
+
+- stateful_set_control.py   which condemned pods go, and where an OrderedReady scale-down waits
+"""
