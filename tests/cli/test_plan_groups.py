@@ -8,8 +8,9 @@ from typing import Any
 
 from tests.support import factories as f
 from tests.support import lws_factories as lf
-from webhook.cli.plan_document import plan_document, render_text
+from webhook.cli.plan_document import plan_document
 from webhook.cli.plan_html import render_html
+from webhook.cli.plan_text import render_text
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
 from webhook.core.scale.assessment import assess_scale

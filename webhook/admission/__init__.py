@@ -9,7 +9,8 @@ A request travels down this list; each module builds on the ones below it:
 - app.py          the WSGI app: admission endpoints (with a fast path), probes, /metrics
 - limits.py       body limits and the JSON error body, shared by worker.py and app.py
 - runtime.py      a worker's live state: policy file and cluster view; `build_runtime`
-- handlers.py     the decisions, and ENDPOINTS: the table of webhook path -> handler
+- handlers/       the decisions, one module per endpoint family, and ENDPOINTS: the table
+                  of webhook path -> handler
 - review.py       the AdmissionReview wire format: TypedDicts, parsing, allow/deny/patch
 - metrics.py      Prometheus metrics, shared across gunicorn's worker processes
 """

@@ -26,14 +26,11 @@ from ..core.objects.kube import format_time_ns, parse_time_ns
 from ..core.view.cluster import Snapshot
 from ..errors import EXIT_USAGE, CommandError
 from .argtypes import number
-from .plan_document import (
-    audit_workloads,
-    build_plan,
-    current_replicas,
-    render_audit,
-    render_text,
-)
+from .plan_audit import audit_workloads, render_audit
+from .plan_document import build_plan
 from .plan_html import render_html
+from .plan_lookup import current_replicas
+from .plan_text import render_text
 
 EXIT_DENIED = 3  # plan --fail-on-deny: the verdict denies
 EXIT_NOT_CHECKED = 4  # plan --fail-on-deny: the state lacks pods or nodes to judge a verdict

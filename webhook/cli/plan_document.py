@@ -1,21 +1,19 @@
-"""The plan document: what `plan` reports about one scale-down, and its renderings.
+"""The plan document: what `plan` reports about one scale-down (`--output json`).
 
-`plan_document` builds the dict that `--output json` prints (victims, possible victims,
-the verdict, every pod's fate); `render_text` turns it into the table for people, and
-`audit_workloads` with `render_audit` do the same for `--all-workloads`. The command
-itself (flags, reading the state, exit codes) is `webhook.cli.plan`.
-
-Size: the JSON contract and the text and audit tables that read its fields, side by side.
+`build_plan` finds the workload, asks the webhook's own decision and turns it into the
+dict that `--output json` prints (victims, possible victims, the verdict, every pod's
+fate), answered for a requester with `--as`. Its renderings are `plan_text` (the table
+for people) and `plan_html`; `plan_audit` plans every workload (`--all-workloads`). The
+command itself (flags, reading the state, exit codes) is `webhook.cli.plan`.
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.leaderworkerset.leader_worker_set import SET_NAME_LABEL, LwsGroup
-from ..core.objects.kube import controller_ref, labels_of, name_of, namespace_of, replicas_of
+from ..core.leaderworkerset.leader_worker_set import LwsGroup
+from ..core.objects.kube import name_of, namespace_of, replicas_of
 from ..core.policy.policy import Policy, policy_for
 from ..core.replicaset.active_pods_with_ranks import RankedPod, TieGroup, deciding_rule
 from ..core.scale.assessment import Assessment
@@ -24,72 +22,11 @@ from ..core.scale.decision import preview_scale
 from ..core.scale.owner_sizing import sizing_owner
 from ..core.scale.state_coverage import state_gaps
 from ..core.scale.verdict import placement
-from ..core.view.cluster import KIND_NAMES, KIND_SHORT_NAMES, ClusterView, Snapshot, canonical_kind
+from ..core.view.cluster import ClusterView
 from ..errors import InputError
+from .plan_lookup import PlanError, find_workload
 
 VICTIM, POSSIBLE_VICTIM, BLOCKED, SURVIVES = "victim", "possible-victim", "blocked", "survives"
-
-
-class PlanError(InputError):
-    """Unusable `plan` input; the message says what and where."""
-
-
-def parse_workload_ref(text: str) -> tuple[str, str, str]:
-    """KIND/NAMESPACE/NAME with any accepted spelling of the kind."""
-    parts = text.split("/")
-    if len(parts) != 3 or not all(parts):
-        raise PlanError(f"--workload {text!r}: expected KIND/NAMESPACE/NAME, "
-                        "for example deployment/ml/llm-serve")
-    kind = canonical_kind(parts[0])
-    if kind is None:
-        raise PlanError(f"--workload {text!r}: unknown kind {parts[0]!r} (use {KIND_NAMES}, "
-                        f"or {KIND_SHORT_NAMES})")
-    return kind, parts[1], parts[2]
-
-
-def find_workload(view: ClusterView, workload_ref: str) -> Mapping[str, Any]:
-    """The workload KIND/NAMESPACE/NAME names, or PlanError saying why it is not there."""
-    kind, namespace, name = parse_workload_ref(workload_ref)
-    workload = view.workload(kind, namespace, name)
-    if workload is None:
-        raise PlanError(f"{kind} {namespace}/{name}: not found in {_describe(view)}"
-                        f"{_others(view, kind, namespace, name)}")
-    return workload
-
-
-def _others(view: ClusterView, kind: str, namespace: str, name: str) -> str:
-    """What the user may have meant: near names, else the kind's workloads there."""
-    workloads = getattr(view, "workloads", None)
-    if workloads is None:
-        return ""
-    every = workloads()
-    here = sorted(name_of(w) for w in every
-                  if w.get("kind") == kind and namespace_of(w) == namespace)
-    close = difflib.get_close_matches(name, here, n=3, cutoff=0.6)
-    if close:
-        return "; did you mean " + " or ".join(close) + "?"
-    if here:
-        shown = ", ".join(here[:10]) + (f" and {len(here) - 10} more" if len(here) > 10 else "")
-        return f"; the {kind}s in namespace {namespace}: {shown}"
-    elsewhere = sorted({f"{w.get('kind')} {namespace_of(w)}/{name}" for w in every
-                        if name_of(w) == name})
-    if elsewhere:
-        return f"; no {kind} in namespace {namespace}, but there is " + ", ".join(elsewhere)
-    return f"; no {kind} in namespace {namespace}" if every else ""
-
-
-def _describe(view: ClusterView) -> str:
-    """The cluster state, in words that say when it holds no workloads at all."""
-    workloads = getattr(view, "workloads", None)
-    if workloads is not None and not workloads():
-        return ("the cluster state, which holds no Deployments, ReplicaSets, StatefulSets, "
-                "LeaderWorkerSets or Rollouts")
-    return "the cluster state"
-
-
-def current_replicas(view: ClusterView, workload_ref: str) -> int:
-    """The workload's spec.replicas (for --replicas-delta)."""
-    return replicas_of(find_workload(view, workload_ref))
 
 
 def build_plan(view: ClusterView, policy: Policy, workload_ref: str, replicas: int,
@@ -297,161 +234,3 @@ def _why_possible(tie_groups: list[TieGroup], victims: list[RankedPod]) -> dict[
                 reasons[id(pod)] = ("goes instead of a predicted victim if the ReplicaSets "
                                     "are synced in another order")
     return reasons
-
-
-def audit_workloads(view: Snapshot, policy: Policy, delta: int | None, replicas: int | None,
-                    now_ns: int | None, as_user: str | None = None) -> list[dict[str, Any]]:
-    """A plan for every workload a person scales (Deployments, StatefulSets,
-    LeaderWorkerSets, Rollouts, bare ReplicaSets).
-
-    ReplicaSets an owner sizes (a Deployment, a Rollout) are left out, and so are the
-    StatefulSets of a LeaderWorkerSet: their owner is planned instead. A workload already
-    at 0 has no scale-down to check and is left out too.
-    """
-    documents = []
-    for workload in sorted(view.workloads(), key=lambda w: (namespace_of(w), w.get("kind") or "",
-                                                            name_of(w))):
-        if _sized_by_planned_owner(workload):
-            continue
-        current = replicas_of(workload)
-        target = replicas if replicas is not None else max(current + (delta or 0), 0)
-        if current == 0 or target >= current:
-            continue
-        ref = f"{workload['kind']}/{namespace_of(workload)}/{name_of(workload)}"
-        documents.append(build_plan(view, policy, ref, target, now_ns, as_user))
-    return documents
-
-
-def _sized_by_planned_owner(workload: Mapping[str, Any]) -> bool:
-    """A ReplicaSet with an owner, or a StatefulSet a LeaderWorkerSet made (its leader
-    StatefulSet, or a group's worker StatefulSet, owned by the group's leader pod)."""
-    kind, ref = workload.get("kind"), controller_ref(workload)
-    if kind == "ReplicaSet":
-        return ref is not None
-    if kind != "StatefulSet" or ref is None:
-        return False
-    return ref.get("kind") == "LeaderWorkerSet" or (
-        ref.get("kind") == "Pod" and SET_NAME_LABEL in labels_of(workload))
-
-
-def render_audit(documents: list[Mapping[str, Any]], source: str) -> str:
-    """One line per workload: its scale-down and the verdict, the worst first."""
-    if not documents:
-        return f"No workload in {source} has a scale-down to check."
-    order = {"DENIED": 0, "CLAMPED": 1, "VIOLATES": 2, "ALLOWED": 3, "NOT CHECKED": 4}
-    rows = sorted((_audit_row(doc) for doc in documents), key=lambda r: order[r[2]])
-    table = [("WORKLOAD", "REPLICAS", "VERDICT", "DETAIL"), *rows]
-    widths = [max(len(row[i]) for row in table) for i in range(3)]
-    lines = ["  ".join(cell.ljust(widths[i]) if i < 3 else cell
-                       for i, cell in enumerate(row)).rstrip() for row in table]
-    counts = {word: sum(1 for r in rows if r[2] == word) for word in order}
-    lines.append("")
-    clamped = (f"{counts['CLAMPED']} clamped, " if documents[0].get("requester") is not None
-               else "")
-    lines.append(f"{len(rows)} workloads: {counts['DENIED']} denied, {clamped}"
-                 f"{counts['VIOLATES']} "
-                 f"allowed despite violations, {counts['ALLOWED']} allowed, "
-                 f"{counts['NOT CHECKED']} not checked.")
-    requester = documents[0].get("requester")
-    if requester is not None:
-        lines.append(f"As {requester}: {counts['CLAMPED']} held above their target "
-                     "(CLAMPED: the webhook lowers the scale-down to the safe count).")
-    return "\n".join(lines)
-
-
-def _audit_row(document: Mapping[str, Any]) -> tuple[str, str, str, str]:
-    workload, replicas = document["workload"], document["replicas"]
-    name = f"{workload['kind']} {workload['namespace']}/{workload['name']}"
-    sizes = f"{replicas['from']} -> {replicas['to']}"
-    if not document["checked"]:
-        return name, sizes, "NOT CHECKED", document["notCheckedBecause"]
-    rules = ", ".join(v["rule"] for v in document["violations"])
-    if document.get("clampedTo") is not None:
-        return (name, sizes, "CLAMPED", f"held at {document['clampedTo']} replicas, above "
-                f"the target {replicas['to']} ({rules})")
-    if not rules:
-        return name, sizes, "ALLOWED", ""
-    safe = document["safeReplicas"]
-    detail = f"{rules}; safe down to {safe} replicas"
-    if document["allowed"]:
-        return name, sizes, "VIOLATES", f"{detail} (enforcement: {document['enforcement']})"
-    return name, sizes, "DENIED", detail
-
-
-def render_text(document: Mapping[str, Any]) -> str:
-    """A table a person reads at a glance."""
-    workload, replicas = document["workload"], document["replicas"]
-    lines = [f"{workload['kind']} {workload['namespace']}/{workload['name']}: "
-             f"{replicas['from']} -> {replicas['to']} replicas"]
-    for name, sizes in (document.get("replicaSets") or {}).items():
-        if sizes["from"] != sizes["to"]:
-            lines.append(f"  ReplicaSet {name}: {sizes['from']} -> {sizes['to']}")
-    lines.extend(_group_lines(document.get("groups")))
-    victims = document["victims"]
-    if not victims and not document["blocked"]:
-        lines.append("No pod is deleted.")
-    elif not victims:
-        lines.append("No pod is deleted before the controller waits.")
-    else:
-        rows = [("VICTIM", "NODE", "POOL", "COST", "WHY")] + [
-            (v["name"], v["node"] or "<none>", (v["pool"] or "<none>")
-             + (" (protected)" if v["protected"] else ""), str(v["deletionCost"]), v["reason"])
-            for v in victims
-        ]
-        widths = [max(len(row[i]) for row in rows) for i in range(4)]
-        lines.append("")
-        lines.extend("  ".join(cell.ljust(widths[i]) if i < 4 else cell
-                               for i, cell in enumerate(row)).rstrip() for row in rows)
-    if document["blocked"]:
-        lines.append("")
-        lines.append("Blocked (deleted only once the controller stops waiting): " + "; ".join(
-            f"{b['name']} (the controller waits here)" if b["name"] == b["waitingOn"]
-            else f"{b['name']} waits on {b['waitingOn']}" for b in document["blocked"]))
-        lines.append(f"  because {document['blocked'][0]['reason']}")
-    if document["possibleVictims"]:
-        lines.append("")
-        why = ("depending on how far the rolling update under way gets (it recreates "
-               "outdated groups)" if "groups" in document else
-               "instead, depending on orders the controllers choose (ties, ReplicaSet syncs)")
-        lines.append(f"Might be deleted {why}: " + ", ".join(document["possibleVictims"]))
-    lines.append("")
-    lines.append("Verdict: " + _verdict_word(document))
-    if document.get("requesterNote"):
-        lines.append(f"  as {document['requester']}: {document['requesterNote']}")
-    lines.extend(f"  [{v['rule']}] {v['message']}" for v in document["violations"])
-    lines.extend(f"  warning: {w}" for w in document["warnings"])
-    if document["exemptUsers"] and document.get("requester") is None:
-        lines.append("  unknown to plan: who scales; the webhook does not check requests by "
-                     "scaleDown.exemptUsers (" + ", ".join(document["exemptUsers"]) + ")")
-    return "\n".join(lines)
-
-
-def _group_lines(groups: list[Mapping[str, Any]] | None) -> list[str]:
-    """A LeaderWorkerSet's groups, highest index first: the unit a scale-down removes."""
-    if not groups:
-        return []
-    rows = [("GROUP", "FATE", "LEADER", "WORKERS", "POOLS")] + [
-        (str(g["index"]), g["fate"], g["leader"] or "<none>", str(len(g["workers"])),
-         ", ".join((pool or "<none>") for pool in g["pools"])
-         + (" (protected)" if g["protected"] else ""))
-        for g in groups
-    ]
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    return ["", "Groups (whole groups go, highest index first):"] + [
-        "  " + "  ".join(cell.ljust(widths[i]) if i < 4 else cell
-                         for i, cell in enumerate(row)).rstrip() for row in rows]
-
-
-def _verdict_word(document: Mapping[str, Any]) -> str:
-    if document.get("clampedTo") is not None:
-        return f"CLAMPED to {document['clampedTo']}"
-    if document.get("requesterNote"):
-        return "ALLOWED"
-    if not document["checked"]:
-        word = "NOT CHECKED (" if document["allowed"] is None else "ALLOWED (not checked: "
-        return word + document["notCheckedBecause"] + ")"
-    if not document["violations"]:
-        return "ALLOWED"
-    if not document["allowed"]:
-        return "DENIED (enforcement: enforce)"
-    return f"ALLOWED despite violations (enforcement: {document['enforcement']})"

@@ -1,0 +1,191 @@
+"""Scale requests: the scale-down judged (`/validate-scale`) or clamped (`/mutate-scale`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ...core.objects.kube import replicas_of, spec_of
+from ...core.policy.policy import policy_for
+from ...core.scale.assessment import Assessment
+from ...core.scale.clamp import clamp_scale_down
+from ...core.scale.decision import decide_scale
+from ...core.scale.owner_sizing import owner_warnings, sizing_owner
+from ...core.text import split_at_clauses
+from ..review import AdmissionRequest, BadReview, allow, deny, with_patch
+from .context import Context, Decision, Outcome
+from .reading import check_shape, request_object, requested_kind
+
+MAX_WARNING_LENGTH = 120  # what kubectl shows comfortably on one line
+
+
+MAX_WARNINGS_TOTAL = 4096  # the API server's limit on all warnings of a response
+
+
+def review_scale(request: AdmissionRequest, ctx: Context) -> Decision:
+    """Predict the victims of a scale-down and allow, warn or deny per the policy."""
+    kind = requested_kind(request)
+    sub = request.get("subResource") or ""
+    if kind is None or request.get("operation") != "UPDATE" or sub not in ("", "scale"):
+        return Decision(allow(request), Outcome.IGNORED)
+    username = (request.get("userInfo") or {}).get("username")
+    if username in ctx.policy.scale_down.exempt_users:
+        return Decision(allow(request), Outcome.EXEMPT_USER)
+    new, old = request_object(request, "scale"), request.get("oldObject")
+    if isinstance(old, Mapping):
+        check_shape(old, "request.oldObject")
+    to_replicas = _replicas(new, "request.object")
+    namespace, name = request.get("namespace") or "", request.get("name") or ""
+    # The cache's copy is the API server's own; an UPDATE's oldObject stands in for a
+    # workload the cache has not seen yet.
+    workload = ctx.view.workload(kind, namespace, name)
+    if workload is None and sub == "" and isinstance(old, Mapping):
+        # The resource says what it is, whatever its (unchecked) kind field claims.
+        workload = {**old, "kind": kind}
+    from_replicas = (_replicas(old, "request.oldObject") if isinstance(old, Mapping)
+                     else replicas_of(workload) if workload else None)
+    if from_replicas is not None and to_replicas >= from_replicas:
+        return Decision(allow(request), Outcome.NOT_SCALE_DOWN)
+    owner = sizing_owner(kind, workload)
+    if owner is not None:  # before the cache check: an owner's write is never denied
+        return Decision(allow(request, warnings=_warnings(owner_warnings(kind, workload, owner))),
+                        Outcome.OWNER_DECIDED,
+                        counted={"kind": kind, "owner_kind": str(owner.get("kind") or "")})
+    # An untrusted cache cannot even say whether the workload is governed.
+    problem = ctx.view_problem()
+    if problem:
+        return _untrusted(request, ctx, problem)
+    if workload is None:
+        return _untrusted(request, ctx, f"{kind} {namespace}/{name} is not in poolguard's cache")
+    # The same decision as `plan`: selectors, skip labels, prediction, verdict.
+    decision = decide_scale(ctx.view, policy_for(ctx.policy, username), workload, to_replicas,
+                            ctx.now_ns())
+    if decision.assessment is None:
+        return Decision(allow(request), Outcome.NOT_GOVERNED)
+    return _scale_response(request, ctx, decision.assessment)
+
+
+def review_scale_clamp(request: Mapping[str, Any], ctx: Context) -> Decision:
+    """Lower an autoscaler's unsafe scale-down to the smallest safe count (a JSONPatch).
+
+    Only requests by `scaleDown.autoscalers.users` under enforcement `clamp` are changed;
+    everything else passes unchanged and is judged by `/validate-scale`, which then sees
+    the clamped count. Anything this cannot decide (a stale cache, an unknown workload,
+    a workload another controller sizes) passes unchanged too.
+    """
+    kind = requested_kind(request)
+    sub = request.get("subResource") or ""
+    rules = ctx.policy.scale_down
+    username = (request.get("userInfo") or {}).get("username")
+    if (kind is None or request.get("operation") != "UPDATE" or sub not in ("", "scale")
+            or not rules.is_autoscaler(username) or rules.autoscalers.enforcement != "clamp"):
+        return Decision(allow(request), Outcome.IGNORED)
+    new, old = request_object(request, "scale"), request.get("oldObject")
+    if not isinstance(old, Mapping):
+        return Decision(allow(request), Outcome.IGNORED)  # an UPDATE always carries it
+    check_shape(old, "request.oldObject")
+    to_replicas, from_replicas = _replicas(new, "request.object"), _replicas(old,
+                                                                           "request.oldObject")
+    if to_replicas >= from_replicas:
+        return Decision(allow(request), Outcome.NOT_SCALE_DOWN)
+    namespace, name = request.get("namespace") or "", request.get("name") or ""
+    workload = ctx.view.workload(kind, namespace, name)
+    if workload is None and sub == "":
+        workload = {**old, "kind": kind}
+    if ctx.view_problem() or workload is None:
+        return Decision(allow(request), Outcome.UNCHECKED_ALLOWED)
+    if sizing_owner(kind, workload) is not None:  # counted once, by /validate-scale
+        return Decision(allow(request), Outcome.OWNER_DECIDED)
+    clamp = clamp_scale_down(ctx.view, ctx.policy, workload, to_replicas, from_replicas,
+                             ctx.now_ns())
+    if not clamp.clamped:
+        return Decision(allow(request), Outcome.NOT_GOVERNED if clamp.out_of_scope
+                        else Outcome.ALLOWED)
+    spec = new.get("spec")
+    # autoscaling/v1 Scale omits replicas when it is 0: add it then (RFC 6902 add replaces)
+    ops = ([{"op": "replace", "path": "/spec/replicas", "value": clamp.replicas}]
+           if isinstance(spec, Mapping) and "replicas" in spec else
+           [{"op": "add", "path": "/spec/replicas", "value": clamp.replicas}]
+           if isinstance(spec, Mapping) else
+           [{"op": "add", "path": "/spec", "value": {"replicas": clamp.replicas}}])
+    audit = {"clamped": f"{from_replicas}->{to_replicas} became {from_replicas}->"
+                        f"{clamp.replicas}",
+             "rules": ",".join(v.rule for v in clamp.assessment.verdict.violations)}
+    counted = None if request.get("dryRun") else {"kind": kind, "namespace": namespace}
+    return Decision(with_patch(request, ops) | {"warnings": _warnings(
+        [f"poolguard: {clamp.reason()}"])}, Outcome.CLAMPED, audit=audit, counted=counted)
+
+
+def _replicas(obj: Any, where: str) -> int:
+    value = spec_of(obj).get("replicas") if isinstance(obj, Mapping) else None
+    if value is None:
+        # autoscaling/v1 Scale omits replicas when it is 0; workloads default it to 1
+        return 0 if isinstance(obj, Mapping) and obj.get("kind") == "Scale" else 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadReview(f"{where}.spec.replicas: must be a non-negative integer")
+    return value
+
+
+def _untrusted(request: AdmissionRequest, ctx: Context, problem: str) -> Decision:
+    """No trustworthy prediction: follow the configured fail-open or fail-closed setting."""
+    message = f"poolguard could not check this scale-down: {problem}"
+    if ctx.fail_closed:
+        return Decision(deny(request, 503, "ServiceUnavailable", message + "; retry shortly"),
+                        Outcome.UNCHECKED_DENIED)
+    return Decision(allow(request, warnings=_warnings([message])), Outcome.UNCHECKED_ALLOWED)
+
+
+def _scale_response(request: AdmissionRequest, ctx: Context,
+                    assessment: Assessment) -> Decision:
+    prediction, verdict = assessment.prediction, assessment.verdict
+    victims = [p.name for p in prediction.victims]
+    audit = {"victims": _clip(",".join(victims), 1000) or "none",
+             "verdict": "allowed" if not verdict.violations else (
+                 "denied" if not verdict.allowed else f"violation-{verdict.enforcement}")}
+    if prediction.blocked:  # condemned pods that wait: they go once the pod they wait on is healthy
+        audit["blocked"] = _clip(",".join(f"{b.pod.name}(waits on {b.waiting_on})"
+                                          for b in prediction.blocked), 1000)
+    if verdict.violations:
+        audit["rules"] = ",".join(v.rule for v in verdict.violations)
+    rules = tuple(v.rule for v in verdict.violations)
+    header = (f"scaling {prediction.kind} {prediction.namespace}/{prediction.name} from "
+              f"{prediction.from_replicas} to {prediction.to_replicas}")
+    hints = [f"poolguard: {w}" for w in verdict.warnings]
+    if not verdict.violations:
+        return Decision(allow(request, warnings=_warnings(hints)), Outcome.ALLOWED, audit=audit)
+    details = "; ".join(f"[{v.rule}] {v.message}" for v in verdict.violations)
+    if not verdict.allowed:
+        return Decision(deny(request, 403, "Forbidden",
+                             f"poolguard: {header} breaks the inference-pool policy: {details}",
+                             warnings=_warnings(hints)),
+                        Outcome.DENIED, violated_rules=rules, audit=audit)
+    if verdict.enforcement == "dryrun":
+        return Decision(allow(request), Outcome.DRYRUN, violated_rules=rules, audit=audit)
+    lines = [f"poolguard: {header} breaks the policy (enforcement: warn)"]
+    for violation in verdict.violations:
+        message, _, fix = violation.message.partition("; fix: ")
+        lines.append(f"poolguard [{violation.rule}] {message}")
+        if fix:
+            lines.append(f"poolguard fix: {fix}")
+    return Decision(allow(request, warnings=_warnings(lines + hints)), Outcome.WARNED,
+                    violated_rules=rules, audit=audit)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _warnings(texts: Any) -> list[str]:
+    """Single-line warnings of at most 120 characters, split between clauses.
+
+    Stops before the API server's 4096-character total, where it would cut them itself.
+    """
+    out: list[str] = []
+    total = 0
+    for text in texts:
+        for line in split_at_clauses(text, MAX_WARNING_LENGTH):
+            if total + len(line) > MAX_WARNINGS_TOTAL:
+                return out
+            out.append(line)
+            total += len(line)
+    return out

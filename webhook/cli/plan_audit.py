@@ -1,0 +1,91 @@
+"""`plan --all-workloads`: a plan for every workload a person scales, one line each."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..core.leaderworkerset.leader_worker_set import SET_NAME_LABEL
+from ..core.objects.kube import controller_ref, labels_of, name_of, namespace_of, replicas_of
+from ..core.policy.policy import Policy
+from ..core.view.cluster import Snapshot
+from .plan_document import build_plan
+
+
+def audit_workloads(view: Snapshot, policy: Policy, delta: int | None, replicas: int | None,
+                    now_ns: int | None, as_user: str | None = None) -> list[dict[str, Any]]:
+    """A plan for every workload a person scales (Deployments, StatefulSets,
+    LeaderWorkerSets, Rollouts, bare ReplicaSets).
+
+    ReplicaSets an owner sizes (a Deployment, a Rollout) are left out, and so are the
+    StatefulSets of a LeaderWorkerSet: their owner is planned instead. A workload already
+    at 0 has no scale-down to check and is left out too.
+    """
+    documents = []
+    for workload in sorted(view.workloads(), key=lambda w: (namespace_of(w), w.get("kind") or "",
+                                                            name_of(w))):
+        if _sized_by_planned_owner(workload):
+            continue
+        current = replicas_of(workload)
+        target = replicas if replicas is not None else max(current + (delta or 0), 0)
+        if current == 0 or target >= current:
+            continue
+        ref = f"{workload['kind']}/{namespace_of(workload)}/{name_of(workload)}"
+        documents.append(build_plan(view, policy, ref, target, now_ns, as_user))
+    return documents
+
+
+def _sized_by_planned_owner(workload: Mapping[str, Any]) -> bool:
+    """A ReplicaSet with an owner, or a StatefulSet a LeaderWorkerSet made (its leader
+    StatefulSet, or a group's worker StatefulSet, owned by the group's leader pod)."""
+    kind, ref = workload.get("kind"), controller_ref(workload)
+    if kind == "ReplicaSet":
+        return ref is not None
+    if kind != "StatefulSet" or ref is None:
+        return False
+    return ref.get("kind") == "LeaderWorkerSet" or (
+        ref.get("kind") == "Pod" and SET_NAME_LABEL in labels_of(workload))
+
+
+def render_audit(documents: list[Mapping[str, Any]], source: str) -> str:
+    """One line per workload: its scale-down and the verdict, the worst first."""
+    if not documents:
+        return f"No workload in {source} has a scale-down to check."
+    order = {"DENIED": 0, "CLAMPED": 1, "VIOLATES": 2, "ALLOWED": 3, "NOT CHECKED": 4}
+    rows = sorted((_audit_row(doc) for doc in documents), key=lambda r: order[r[2]])
+    table = [("WORKLOAD", "REPLICAS", "VERDICT", "DETAIL"), *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(3)]
+    lines = ["  ".join(cell.ljust(widths[i]) if i < 3 else cell
+                       for i, cell in enumerate(row)).rstrip() for row in table]
+    counts = {word: sum(1 for r in rows if r[2] == word) for word in order}
+    lines.append("")
+    clamped = (f"{counts['CLAMPED']} clamped, " if documents[0].get("requester") is not None
+               else "")
+    lines.append(f"{len(rows)} workloads: {counts['DENIED']} denied, {clamped}"
+                 f"{counts['VIOLATES']} "
+                 f"allowed despite violations, {counts['ALLOWED']} allowed, "
+                 f"{counts['NOT CHECKED']} not checked.")
+    requester = documents[0].get("requester")
+    if requester is not None:
+        lines.append(f"As {requester}: {counts['CLAMPED']} held above their target "
+                     "(CLAMPED: the webhook lowers the scale-down to the safe count).")
+    return "\n".join(lines)
+
+
+def _audit_row(document: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    workload, replicas = document["workload"], document["replicas"]
+    name = f"{workload['kind']} {workload['namespace']}/{workload['name']}"
+    sizes = f"{replicas['from']} -> {replicas['to']}"
+    if not document["checked"]:
+        return name, sizes, "NOT CHECKED", document["notCheckedBecause"]
+    rules = ", ".join(v["rule"] for v in document["violations"])
+    if document.get("clampedTo") is not None:
+        return (name, sizes, "CLAMPED", f"held at {document['clampedTo']} replicas, above "
+                f"the target {replicas['to']} ({rules})")
+    if not rules:
+        return name, sizes, "ALLOWED", ""
+    safe = document["safeReplicas"]
+    detail = f"{rules}; safe down to {safe} replicas"
+    if document["allowed"]:
+        return name, sizes, "VIOLATES", f"{detail} (enforcement: {document['enforcement']})"
+    return name, sizes, "DENIED", detail

@@ -1,0 +1,85 @@
+"""The plan document as a table a person reads at a glance (`--output text`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def render_text(document: Mapping[str, Any]) -> str:
+    """A table a person reads at a glance."""
+    workload, replicas = document["workload"], document["replicas"]
+    lines = [f"{workload['kind']} {workload['namespace']}/{workload['name']}: "
+             f"{replicas['from']} -> {replicas['to']} replicas"]
+    for name, sizes in (document.get("replicaSets") or {}).items():
+        if sizes["from"] != sizes["to"]:
+            lines.append(f"  ReplicaSet {name}: {sizes['from']} -> {sizes['to']}")
+    lines.extend(_group_lines(document.get("groups")))
+    victims = document["victims"]
+    if not victims and not document["blocked"]:
+        lines.append("No pod is deleted.")
+    elif not victims:
+        lines.append("No pod is deleted before the controller waits.")
+    else:
+        rows = [("VICTIM", "NODE", "POOL", "COST", "WHY")] + [
+            (v["name"], v["node"] or "<none>", (v["pool"] or "<none>")
+             + (" (protected)" if v["protected"] else ""), str(v["deletionCost"]), v["reason"])
+            for v in victims
+        ]
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        lines.append("")
+        lines.extend("  ".join(cell.ljust(widths[i]) if i < 4 else cell
+                               for i, cell in enumerate(row)).rstrip() for row in rows)
+    if document["blocked"]:
+        lines.append("")
+        lines.append("Blocked (deleted only once the controller stops waiting): " + "; ".join(
+            f"{b['name']} (the controller waits here)" if b["name"] == b["waitingOn"]
+            else f"{b['name']} waits on {b['waitingOn']}" for b in document["blocked"]))
+        lines.append(f"  because {document['blocked'][0]['reason']}")
+    if document["possibleVictims"]:
+        lines.append("")
+        why = ("depending on how far the rolling update under way gets (it recreates "
+               "outdated groups)" if "groups" in document else
+               "instead, depending on orders the controllers choose (ties, ReplicaSet syncs)")
+        lines.append(f"Might be deleted {why}: " + ", ".join(document["possibleVictims"]))
+    lines.append("")
+    lines.append("Verdict: " + _verdict_word(document))
+    if document.get("requesterNote"):
+        lines.append(f"  as {document['requester']}: {document['requesterNote']}")
+    lines.extend(f"  [{v['rule']}] {v['message']}" for v in document["violations"])
+    lines.extend(f"  warning: {w}" for w in document["warnings"])
+    if document["exemptUsers"] and document.get("requester") is None:
+        lines.append("  unknown to plan: who scales; the webhook does not check requests by "
+                     "scaleDown.exemptUsers (" + ", ".join(document["exemptUsers"]) + ")")
+    return "\n".join(lines)
+
+
+def _group_lines(groups: list[Mapping[str, Any]] | None) -> list[str]:
+    """A LeaderWorkerSet's groups, highest index first: the unit a scale-down removes."""
+    if not groups:
+        return []
+    rows = [("GROUP", "FATE", "LEADER", "WORKERS", "POOLS")] + [
+        (str(g["index"]), g["fate"], g["leader"] or "<none>", str(len(g["workers"])),
+         ", ".join((pool or "<none>") for pool in g["pools"])
+         + (" (protected)" if g["protected"] else ""))
+        for g in groups
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return ["", "Groups (whole groups go, highest index first):"] + [
+        "  " + "  ".join(cell.ljust(widths[i]) if i < 4 else cell
+                         for i, cell in enumerate(row)).rstrip() for row in rows]
+
+
+def _verdict_word(document: Mapping[str, Any]) -> str:
+    if document.get("clampedTo") is not None:
+        return f"CLAMPED to {document['clampedTo']}"
+    if document.get("requesterNote"):
+        return "ALLOWED"
+    if not document["checked"]:
+        word = "NOT CHECKED (" if document["allowed"] is None else "ALLOWED (not checked: "
+        return word + document["notCheckedBecause"] + ")"
+    if not document["violations"]:
+        return "ALLOWED"
+    if not document["allowed"]:
+        return "DENIED (enforcement: enforce)"
+    return f"ALLOWED despite violations (enforcement: {document['enforcement']})"
