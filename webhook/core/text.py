@@ -1,46 +1,9 @@
-"""Long messages as lines: split at clause boundaries, or one warning per thought."""
+"""Long messages as warnings: one line per thought, cut at a clause when too long."""
 
 from __future__ import annotations
 
 import textwrap
 import unicodedata
-
-_CONTINUATION = "... "
-
-
-def split_at_clauses(text: str, width: int) -> list[str]:
-    """`text` on lines of at most `width` characters, broken after "; " or ", " first.
-
-    Breaks fall between clauses, never inside parentheses (a pod's "(node n, pool p)"
-    stays whole); words are split only when one clause alone is longer than a line.
-    Lines after the first start with "... ".
-    """
-    clauses = _clauses(" ".join(text.split()))
-    lines: list[str] = []
-    current = ""
-    for clause in clauses:
-        room = width - (len(_CONTINUATION) if lines else 0)
-        if current and len(current) + len(clause) <= room:
-            current += clause
-            continue
-        if current:
-            lines.append(current.rstrip())
-            room = width - len(_CONTINUATION)
-        if len(clause) <= room:
-            current = clause
-            continue
-        # One clause longer than a line: words it is, continuation lines marked.
-        first_indent = _CONTINUATION if lines else ""
-        wrapped = [line.removeprefix(_CONTINUATION) if i or lines else line for i, line in
-                   enumerate(textwrap.wrap(clause, width, initial_indent=first_indent,
-                                           subsequent_indent=_CONTINUATION,
-                                           break_on_hyphens=False))]
-        lines.extend(wrapped[:-1])
-        current = wrapped[-1] + " " if clause.endswith(" ") else wrapped[-1]
-    if current.strip():
-        lines.append(current.rstrip())
-    return [line if i == 0 else _CONTINUATION + line for i, line in enumerate(lines)]
-
 
 _CONJUNCTIONS = ("while ", "so ", "because ", "where ", "then ")
 
