@@ -54,6 +54,11 @@ def test_a_replicas_delta_below_zero_is_refused_naming_the_workload():
     assert result.stderr == ("error: --replicas-delta -10: deploy/ml/llm-serve has 6 replicas, "
                              "so the target would be -4; use a delta of -6 or more, or "
                              "--replicas 0\n")
+    audit = example("--all-workloads", "--replicas-delta", "-4")
+    assert (audit.returncode, audit.stdout) == (2, "")
+    assert audit.stderr == ("error: --replicas-delta -4: LeaderWorkerSet/ml/llm-multi has 3 "
+                            "replicas, so the target would be -1; use a delta of -3 or more, "
+                            "or --replicas 0\n")
 
 
 def test_output_to_a_file(tmp_path):
