@@ -12,7 +12,7 @@ GO ?= go
 # minor its go.mod requires, as helm's own Makefile stamps it.
 HELM_K8S_MINOR = $(shell sed -n 's#^\s*k8s.io/client-go v0\.\([0-9]*\)\..*#\1#p' $(HELM_GOMOD)/go.mod)
 
-.PHONY: helm chart-lint test-tools
+.PHONY: helm chart-lint chart-schema test-tools
 
 # GOGC=off: the compiler without garbage collection, as tests/e2e/build.sh explains.
 # The version is in the path, so an existing binary is the right one (a fresh clone, as in
@@ -48,6 +48,11 @@ test-tools:
 
 chart-lint: $(HELM) ## helm lint charts/poolguard
 	$(HELM) lint --strict charts/poolguard
+
+# values.schema.json's `policy` is generated from the policy model (webhook/core/policy/policy.py);
+# tests/core/test_policy_schema.py fails until it is regenerated after a model change.
+chart-schema: $(STAMP) ## regenerate the policy part of the chart's values.schema.json
+	$(PY) -m webhook policy schema --values-schema charts/poolguard/values.schema.json
 
 # promtool checks the alert rules (PromQL syntax, and `promtool test rules` unit tests).
 # Where apt is there (Debian, Ubuntu), it is taken from the distribution's prometheus

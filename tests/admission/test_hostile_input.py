@@ -60,7 +60,7 @@ def check_answer(status: int, content_type: str, body: bytes, sent: Any) -> None
         ops = json.loads(base64.b64decode(response["patch"]))
         assert all(op["op"] == "add" and op["path"].startswith("/metadata") for op in ops)
     for warning in response.get("warnings", []):
-        assert "\n" not in warning and len(warning) <= 120
+        assert "\n" not in warning and len(warning) <= 256
     if not response["allowed"]:
         assert 400 <= response["status"]["code"] < 600 and response["status"]["message"]
 

@@ -65,7 +65,7 @@ def test_autoscaler_scale_down_is_clamped_to_the_safe_count_and_then_allowed(ser
     assert response["warnings"][0].startswith(
         "poolguard: scaled Deployment ml/llm-serve from 6 to 4 replicas, not the 3 asked")
     assert any("[protectedLast]" in w for w in response["warnings"])
-    assert all(len(w) <= 120 and "\n" not in w for w in response["warnings"])
+    assert all(len(w) <= 256 and "\n" not in w for w in response["warnings"])
     assert response["auditAnnotations"] == {"clamped": "6->3 became 6->4",
                                             "rules": "protectedLast"}
     validated = post(server, "/validate-scale", with_object(body, scale))

@@ -81,7 +81,7 @@ def test_rollout_owned_replicaset_shrink_is_never_denied(server, user):
                                   "sized by its owner Rollout canary")
     assert any("managed by Rollout canary, which will undo a direct scale" in w
                for w in warnings)
-    assert all(len(w) <= 120 and "\n" not in w for w in warnings)
+    assert all(len(w) <= 256 and "\n" not in w for w in warnings)
 
 
 @pytest.mark.parametrize("user", [LWS, reviews.ADMIN], ids=["lws-controller", "person"])

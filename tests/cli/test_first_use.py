@@ -94,6 +94,42 @@ def test_concatenated_json_documents_are_read(tmp_path: Path) -> None:
     assert from_json.stdout == from_yaml.stdout
 
 
+def test_yaml_outputs_appended_with_two_greater_thans_are_all_read(tmp_path: Path) -> None:
+    """`kubectl get ... -o yaml >> state.yaml` twice: no `---` between the Lists, so one
+    YAML mapping repeats its keys; every List is read, not only the last."""
+    items = state_items()
+    workloads = [i for i in items if i["kind"] in ("Deployment", "StatefulSet")]
+    rest = [i for i in items if i not in workloads]
+    state = tmp_path / "state.yaml"
+    state.write_text("".join(yaml.safe_dump({"apiVersion": "v1", "items": part, "kind": "List",
+                                             "metadata": {"resourceVersion": ""}})
+                             for part in (rest, workloads[:1], workloads[1:])))
+    args = ("--now", "2026-01-31T12:00:00Z", "--all-workloads", "--replicas-delta", "-1",
+            "-o", "json")
+    appended = run(PY, "-m", "webhook", "plan", "--state", state, *args)
+    whole = run(PY, "-m", "webhook", "plan", "--state", STATE, *args)
+    assert appended.returncode == 0, appended.stderr
+    names = [d["workload"]["name"] for d in json.loads(appended.stdout)]
+    assert names == [d["workload"]["name"] for d in json.loads(whole.stdout)]
+    assert {"llm-serve", "embedder", "kv-cache"} <= set(names)
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Namespace\n  metadata:\n"
+     "    name: ml\n    name: ai\n", "line 8, column 5: duplicate key 'name' (first at line 7)"),
+    ('{"apiVersion": "v1", "kind": "List", "items": [], "items": []}',
+     "document 1 (from line 1): duplicate key 'items'"),
+    ("apiVersion: v1\nkind: List\nitems: []\nitems: []\n",
+     "line 4, column 1: duplicate key 'items' (first at line 3)"),
+])
+def test_a_repeated_key_is_refused_by_name(tmp_path: Path, text: str, where: str) -> None:
+    state = tmp_path / "state.yaml"
+    state.write_text(text)
+    result = run(PY, "-m", "webhook", "plan", "--state", state, "--workload",
+                 "deploy/ml/llm-serve", "--replicas", "3")
+    assert_one_line_error(result, str(state), where, "keeps only the last")
+
+
 def test_broken_json_still_names_the_line(tmp_path: Path) -> None:
     state = tmp_path / "state.json"
     state.write_text('{"kind": "List", "items": []}\n{"kind": "List",\n "items": [}\n')
@@ -201,3 +237,56 @@ def test_serve_with_certificate_and_key_swapped_names_the_file(tmp_path: Path) -
                   "--state", STATE, "--host", "127.0.0.1", "--port", str(free_port()))
     assert_one_line_error(keyless, f"--key {tls['ca']}: not a PEM private key (it holds a "
                           "certificate)")
+
+
+# --- a state that does not hold what the verdict needs -----------------------------------
+
+
+def _without(tmp_path: Path, drop) -> Path:
+    """The example state without the items `drop` picks."""
+    state = tmp_path / "state.yaml"
+    state.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List",
+                                     "items": [i for i in state_items() if not drop(i)]}))
+    return state
+
+
+def _is_pod_of(prefix: str):
+    return lambda item: item["kind"] == "Pod" and item["metadata"]["name"].startswith(prefix)
+
+
+@pytest.mark.parametrize(("drop", "workload", "why"), [
+    (_is_pod_of("gpu-probe-"), "rs/ml/gpu-probe",
+     "the state holds 0 of the 3 pods ReplicaSet ml/gpu-probe reports (status.replicas 3)"),
+    (_is_pod_of("llm-serve-7c9d8f6b5-h"), "deploy/ml/llm-serve",
+     "the state holds 5 of the 6 pods Deployment ml/llm-serve reports (status.replicas 6)"),
+    (_is_pod_of("llm-multi-2"), "lws/ml/llm-multi",
+     "the state holds 4 of the 6 pods LeaderWorkerSet ml/llm-multi reports "
+     "(status.replicas 3 groups of 2)"),
+    (lambda i: i["kind"] == "Node" and i["metadata"]["name"] == "gpu-hyb-1",
+     "ro/ml/reranker",
+     "the state has no node gpu-hyb-1 (pods reranker-6d4b8c7f5-g5h6i), so their pools are "
+     "unknown"),
+])
+def test_missing_pods_or_nodes_are_not_checked_never_allowed(tmp_path: Path, drop, workload,
+                                                             why) -> None:
+    state = _without(tmp_path, drop)
+    args = ("--state", str(state), "--workload", workload, "--replicas", "1", "--now",
+            "2026-01-31T12:00:00Z")
+    text = run(PY, "-m", "webhook", "plan", *args)
+    assert text.returncode == 0, text.stderr
+    assert f"Verdict: NOT CHECKED ({why})" in text.stdout.splitlines()
+    assert "ALLOWED" not in text.stdout
+    document = json.loads(run(PY, "-m", "webhook", "plan", *args, "-o", "json").stdout)
+    assert (document["checked"], document["allowed"]) == (False, None)
+    assert document["notCheckedBecause"] == why
+    assert run(PY, "-m", "webhook", "plan", *args, "--fail-on-deny").returncode == 4
+
+
+def test_an_audit_of_a_state_without_pods_gates_as_not_checked(tmp_path: Path) -> None:
+    state = _without(tmp_path, lambda item: item["kind"] == "Pod")
+    audit = run(PY, "-m", "webhook", "plan", "--state", state, "--all-workloads",
+                "--replicas-delta", "-1", "--fail-on-deny")
+    assert audit.returncode == 4, audit.stdout + audit.stderr
+    rows = audit.stdout.splitlines()[1:-2]
+    assert rows and all("NOT CHECKED" in row and "the state holds 0 of the" in row
+                        for row in rows), audit.stdout

@@ -83,7 +83,7 @@ def test_another_groups_rollout_is_not_an_argo_rollout(state, capsys):
                        "--replicas", "1")
     assert code == 2
     assert err == ("error: Rollout ml/other: not found in the cluster state; the Rollouts "
-                   "in namespace ml: canary\n")
+                   "in namespace ml: canary, reranker\n")
 
 
 def test_an_unknown_kind_lists_every_accepted_spelling(state, capsys):
@@ -118,8 +118,10 @@ def test_all_workloads_leaves_out_what_an_owner_sizes(tmp_path, capsys):
                          "-1", "--now", NOW, "-o", "json")
     assert (code, err) == (0, "")
     planned = [(doc["workload"]["kind"], doc["workload"]["name"]) for doc in json.loads(out)]
+    # The example's own LeaderWorkerSet and Rollout (at 3 and 4) are planned.
     assert planned == [("Deployment", "embedder"), ("Deployment", "llm-serve"),
-                       ("ReplicaSet", "gpu-probe"), ("StatefulSet", "kv-cache")]
+                       ("LeaderWorkerSet", "llm-multi"), ("ReplicaSet", "gpu-probe"),
+                       ("Rollout", "reranker"), ("StatefulSet", "kv-cache")]
 
 
 def test_all_workloads_includes_the_custom_kinds(state, capsys):
@@ -129,8 +131,9 @@ def test_all_workloads_includes_the_custom_kinds(state, capsys):
     assert (code, err) == (0, "")
     planned = [(doc["workload"]["kind"], doc["workload"]["name"]) for doc in json.loads(out)]
     assert planned == [("Deployment", "embedder"), ("Deployment", "llm-serve"),
-                       ("LeaderWorkerSet", "llm"), ("ReplicaSet", "gpu-probe"),
-                       ("Rollout", "canary"), ("StatefulSet", "kv-cache")]
+                       ("LeaderWorkerSet", "llm"), ("LeaderWorkerSet", "llm-multi"),
+                       ("ReplicaSet", "gpu-probe"), ("Rollout", "canary"),
+                       ("Rollout", "reranker"), ("StatefulSet", "kv-cache")]
 
 
 def test_a_workload_the_core_cannot_read_is_one_error_line(tmp_path, capsys, monkeypatch):

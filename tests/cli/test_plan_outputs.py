@@ -48,6 +48,19 @@ def test_replicas_delta_is_relative_to_the_current_count():
     assert json.loads(result.stdout)["replicas"] == {"from": 6, "to": 3}
 
 
+def test_a_replicas_delta_below_zero_is_refused_naming_the_workload():
+    result = example("--workload", "deploy/ml/llm-serve", "--replicas-delta", "-10")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == ("error: --replicas-delta -10: deploy/ml/llm-serve has 6 replicas, "
+                             "so the target would be -4; use a delta of -6 or more, or "
+                             "--replicas 0\n")
+    audit = example("--all-workloads", "--replicas-delta", "-4")
+    assert (audit.returncode, audit.stdout) == (2, "")
+    assert audit.stderr == ("error: --replicas-delta -4: LeaderWorkerSet/ml/llm-multi has 3 "
+                            "replicas, so the target would be -1; use a delta of -3 or more, "
+                            "or --replicas 0\n")
+
+
 def test_output_to_a_file(tmp_path):
     target = tmp_path / "plan.json"
     result = example("--workload", "deploy/ml/llm-serve", "--replicas", "3", "-o", "json",
@@ -107,12 +120,16 @@ def test_audit_lists_every_workload_worst_first_and_gates():
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["WORKLOAD", "REPLICAS", "VERDICT", "DETAIL"]
     assert lines[1].startswith("Deployment ml/embedder") and "DENIED" in lines[1]
-    assert "Deployment ml/llm-serve  6 -> 3    DENIED   protectedLast; safe down to 4 " \
-           "replicas" in result.stdout
-    assert "ReplicaSet ml/gpu-probe  3 -> 0    ALLOWED" in result.stdout
-    # ReplicaSets a Deployment owns are planned through their Deployment.
+    assert lines[2].split() == ["Deployment", "ml/llm-serve", "6", "->", "3", "DENIED",
+                                "protectedLast;", "safe", "down", "to", "4", "replicas"]
+    assert ["ReplicaSet", "ml/gpu-probe", "3", "->", "0", "ALLOWED"] in [
+        line.split() for line in lines]
+    # ReplicaSets a Deployment or a Rollout owns, and a LeaderWorkerSet's StatefulSets, are
+    # planned through their owner.
     assert "embedder-5f6c7d8e9" not in result.stdout
-    assert lines[-1] == ("4 workloads: 2 denied, 0 allowed despite violations, 2 allowed, "
+    assert "reranker-6d4b8c7f5" not in result.stdout
+    assert "StatefulSet ml/llm-multi" not in result.stdout
+    assert lines[-1] == ("6 workloads: 2 denied, 0 allowed despite violations, 4 allowed, "
                          "0 not checked.")
 
 
@@ -120,8 +137,8 @@ def test_audit_of_the_next_scale_down_as_json():
     result = example("--all-workloads", "--replicas-delta", "-1", "-o", "json")
     documents = json.loads(result.stdout)
     assert [(d["workload"]["name"], d["replicas"]["to"], d["allowed"]) for d in documents] == [
-        ("embedder", 4, True), ("llm-serve", 5, True), ("gpu-probe", 2, True),
-        ("kv-cache", 2, True)]
+        ("embedder", 4, True), ("llm-serve", 5, True), ("llm-multi", 2, True),
+        ("gpu-probe", 2, True), ("reranker", 3, True), ("kv-cache", 2, True)]
     assert example("--all-workloads", "--replicas-delta", "-1", "--fail-on-deny").returncode == 0
 
 

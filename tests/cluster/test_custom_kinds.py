@@ -149,7 +149,8 @@ def test_save_state_keeps_the_custom_kinds_and_plan_finds_them(
                             "--workload", "deploy/ml/llm-serve", "--replicas", "5")
     assert (code, err) == (0, "")
     kinds = [item["kind"] for item in yaml.safe_load(saved.read_text())["items"]]
-    assert kinds[-2:] == ["LeaderWorkerSet", "Rollout"]  # after the apps kinds and pods
+    # After the apps kinds and pods (the example's own LeaderWorkerSet and Rollout too).
+    assert kinds[-4:] == ["LeaderWorkerSet", "LeaderWorkerSet", "Rollout", "Rollout"]
     state = load_state(saved)
     assert state.workload("LeaderWorkerSet", "ml", "llm")["spec"]["replicas"] == 2
     assert state.workload("Rollout", "ml", "canary")["spec"]["replicas"] == 3

@@ -98,13 +98,17 @@ def test_chart_leaves_it_out_by_default() -> None:
 
 
 def test_chart_refuses_a_pool_name_no_node_can_carry(tmp_path: Path) -> None:
+    """The policy's schema refuses it, with the admission policy or without: serve and
+    policy check refuse it too."""
     values = tmp_path / "values.yaml"
     values.write_text("policy:\n  pools:\n    - {name: inference, deletionCost: 1000}\n"
                       "    - {name: GPU pool, deletionCost: 10}\n")
-    result = helm("template", "poolguard", CHART, "--set", "admissionPolicy.enabled=true",
-                  "--values", values)
-    assert result.returncode != 0
-    assert 'policy.pools[1].name: "GPU pool" is not a node label value' in result.stderr
+    for enabled in ("true", "false"):
+        result = helm("template", "poolguard", CHART, "--set",
+                      f"admissionPolicy.enabled={enabled}", "--values", values)
+        assert result.returncode != 0
+        assert "values don't meet the specifications of the schema" in result.stderr
+        assert "/policy/pools/1/name" in result.stderr, result.stderr
 
 
 def test_cli_refuses_a_pool_name_no_node_can_carry(tmp_path: Path) -> None:

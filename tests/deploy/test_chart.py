@@ -363,6 +363,12 @@ def test_bad_values_stop_rendering_naming_the_value(assignment: str, message: st
     ("webhook.replica=3", "'replica'"),  # a misspelt key is unknown, not ignored
     ("scaleCheck.kinds.rollouts=maybe", "/scaleCheck/kinds/rollouts"),
     ("scaleCheck.kinds.deployments=false", "'deployments'"),  # the apps kinds are not optional
+    # The policy's schema, generated from the policy model: what serve refuses at start.
+    ("policy.pools[0].deletionCost=-5000", "/policy/pools/0"),  # a pool with no name
+    ("policy.pools[1].name=Hybrid Pool", "/policy/pools/1"),
+    ("policy.scaleDown.enforcement=audit", "/policy/scaleDown/enforcement"),
+    ("policy.defaultDeletionCost=3000000000", "/policy/defaultDeletionCost"),
+    ("policy.poolLable=gpu", "'poolLable'"),
 ])
 def test_values_schema_refuses_a_wrong_type_naming_the_key(assignment: str, key: str) -> None:
     """values.schema.json: `helm template` (and so `helm install`, which runs the same
@@ -374,6 +380,33 @@ def test_values_schema_refuses_a_wrong_type_naming_the_key(assignment: str, key:
         output = result.stdout + result.stderr
         assert "values don't meet the specifications of the schema" in output, output
         assert key in output, output
+
+
+@pytest.mark.parametrize("policy", [
+    {"pools": [{"name": "a", "deletionCost": 1, "protected": True},
+               {"name": "a", "deletionCost": 0}]},
+    {"pools": [{"name": "inference", "deletionCost": -5000, "protected": True},
+               {"name": "hybrid", "deletionCost": -100}]},
+    {"pools": [{"name": "inference", "deletionCost": 10, "protected": True}],
+     "defaultDeletionCost": 20},
+    {"pools": [{"name": "a", "deletionCost": 1}],
+     "scaleDown": {"exemptUsers": ["ci", "hpa"], "autoscalers": {"users": ["hpa"]}}},
+], ids=["duplicate-pool", "protected-cheaper-than-a-pool", "protected-cheaper-than-default",
+        "exempt-autoscaler"])
+def test_policy_rules_across_fields_stop_rendering_as_serve_stops_starting(
+        tmp_path: Path, policy: dict[str, Any]) -> None:
+    """What JSON Schema cannot say, the chart checks: the same policies that serve and
+    `policy check` refuse, with the same field named."""
+    from webhook.core.policy.policy import PolicyError, parse_policy
+    with pytest.raises(PolicyError) as refused:
+        parse_policy(policy, source="policy")
+    field = str(refused.value).split(": ")[1]
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"policy": policy}))
+    result = helm("template", "poolguard", CHART, "--values", values)
+    assert result.returncode != 0
+    assert f"policy.{field}: " in result.stderr, (field, result.stderr)
+    assert "values don't meet the specifications of the schema" not in result.stderr
 
 
 def test_values_schema_accepts_every_documented_combination() -> None:

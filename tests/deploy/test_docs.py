@@ -223,6 +223,18 @@ def test_run_blocks_work_and_print_what_the_doc_shows(
     assert ran >= 1
 
 
+def test_run_blocks_plan_from_a_state_file_a_reader_has() -> None:
+    """A reader without a cluster runs a `sh run` block as it is: a plan in one reads the
+    bundled state (the test's fake cluster would otherwise answer in its place)."""
+    for block in all_blocks():
+        if block.marker != "run":
+            continue
+        for command in commands(block.body):
+            for words in simple_commands(command):
+                if words[:4] == ["python", "-m", "webhook", "plan"]:
+                    assert "--state" in words, f"{block.where}: {command} has no --state"
+
+
 def test_output_comparison_catches_a_changed_line() -> None:
     assert output_matches("a\nb ...\n", "a\nb c d\n") is None
     assert "line 2" in output_matches("a\nb\n", "a\nc\n")

@@ -33,6 +33,7 @@ from .plan_lookup import current_replicas
 from .plan_text import render_text
 
 EXIT_DENIED = 3  # plan --fail-on-deny: the verdict denies
+EXIT_NOT_CHECKED = 4  # plan --fail-on-deny: the state lacks pods or nodes to judge a verdict
 
 
 def _now_ns(text: str | None) -> int:
@@ -59,7 +60,10 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
         "CRDs are installed), or from a saved --state file. "
         f"Exit codes: 0 done (whatever the verdict, without --fail-on-deny); {EXIT_USAGE} "
         "unusable input or an unreachable API server; "
-        f"{EXIT_DENIED} --fail-on-deny and the verdict (or one of --all-workloads) denies.",
+        f"{EXIT_DENIED} --fail-on-deny and the verdict (or one of --all-workloads) denies; "
+        f"{EXIT_NOT_CHECKED} --fail-on-deny, none denies, but a verdict could not be checked "
+        "because the state lacks pods or nodes (NOT CHECKED, JSON checked: false and "
+        "allowed: null).",
     )
     parser.add_argument("--state", metavar="FILE",
                         help="cluster state: a kubectl get ... -o yaml List or multi-document "
@@ -83,7 +87,7 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
                        help="the target replica count")
     count.add_argument("--replicas-delta", metavar="D", type=int,
                        help="the target relative to each workload's current count, e.g. -1 "
-                       "for its next scale-down (never below 0)")
+                       "for its next scale-down (a target below 0 is refused)")
     parser.add_argument("--policy", metavar="FILE",
                         help="policy YAML (default: the built-in policy)")
     parser.add_argument("--now", metavar="RFC3339",
@@ -97,7 +101,9 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
                         "workloads sized by another owner are allowed, a listed autoscaler is "
                         "clamped to the safe count (CLAMPED to N, JSON clampedTo)")
     parser.add_argument("--fail-on-deny", action="store_true",
-                        help=f"exit {EXIT_DENIED} when the verdict denies (for CI gates)")
+                        help=f"exit {EXIT_DENIED} when the verdict denies, {EXIT_NOT_CHECKED} "
+                        "when it could not be checked for want of pods or nodes in the state "
+                        "(for CI gates)")
     parser.set_defaults(run=run_plan)
 
 
@@ -135,16 +141,28 @@ def run_plan(args: argparse.Namespace) -> int:
             text = render_html(documents[0])
         else:
             text = "\n\n".join(render_text(doc) for doc in documents)
-    denied = args.fail_on_deny and any(not doc["allowed"] for doc in documents)
     _write_output(text, output_file)
-    return EXIT_DENIED if denied else 0
+    if not args.fail_on_deny:
+        return 0
+    if any(doc["allowed"] is False for doc in documents):
+        return EXIT_DENIED
+    if any(doc["allowed"] is None for doc in documents):
+        return EXIT_NOT_CHECKED
+    return 0
 
 
 def _target(view: Snapshot, ref: str, args: argparse.Namespace) -> int:
-    """--replicas, or the workload's current count plus --replicas-delta (never below 0)."""
+    """--replicas, or the workload's current count plus --replicas-delta; a delta that goes
+    below 0 is refused, naming the workload (a plan to 0 would answer another question)."""
     if args.replicas is not None:
         return int(args.replicas)
-    return max(current_replicas(view, ref) + args.replicas_delta, 0)
+    current = current_replicas(view, ref)
+    target = current + args.replicas_delta
+    if target < 0:
+        raise CommandError(f"--replicas-delta {args.replicas_delta}: {ref} has {current} "
+                           f"replicas, so the target would be {target}; use a delta of "
+                           f"-{current} or more, or --replicas 0")
+    return target
 
 
 _FORMATS = ("text", "json", "html")

@@ -10,6 +10,7 @@ from ..core.objects.kube import controller_ref, labels_of, name_of, namespace_of
 from ..core.policy.policy import Policy
 from ..core.view.cluster import Snapshot
 from .plan_document import build_plan
+from .plan_lookup import PlanError
 
 
 def audit_workloads(view: Snapshot, policy: Policy, delta: int | None, replicas: int | None,
@@ -27,10 +28,14 @@ def audit_workloads(view: Snapshot, policy: Policy, delta: int | None, replicas:
         if _sized_by_planned_owner(workload):
             continue
         current = replicas_of(workload)
-        target = replicas if replicas is not None else max(current + (delta or 0), 0)
+        target = replicas if replicas is not None else current + (delta or 0)
         if current == 0 or target >= current:
             continue
         ref = f"{workload['kind']}/{namespace_of(workload)}/{name_of(workload)}"
+        if target < 0:  # planned as 0 it would answer another question, unseen
+            raise PlanError(f"--replicas-delta {delta}: {ref} has {current} replicas, so the "
+                            f"target would be {target}; use a delta of -{current} or more, "
+                            "or --replicas 0")
         documents.append(build_plan(view, policy, ref, target, now_ns, as_user))
     return documents
 

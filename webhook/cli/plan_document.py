@@ -21,6 +21,7 @@ from ..core.scale.assessment import Assessment
 from ..core.scale.clamp import clamp_scale_down
 from ..core.scale.decision import preview_scale
 from ..core.scale.owner_sizing import sizing_owner
+from ..core.scale.state_coverage import state_gaps
 from ..core.scale.verdict import placement
 from ..core.view.cluster import ClusterView
 from ..errors import InputError
@@ -50,6 +51,10 @@ def build_plan(view: ClusterView, policy: Policy, workload_ref: str, replicas: i
         raise PlanError(f"{workload.get('kind')} {namespace_of(workload)}/"
                         f"{name_of(workload)}: {err}") from None
     document = plan_document(view, judged, preview.assessment, now_ns, preview.out_of_scope)
+    gaps = [] if preview.out_of_scope else state_gaps(workload, preview.assessment.prediction,
+                                                      view.node)
+    if gaps:  # missing pods or nodes would read as "nothing deleted": no verdict at all
+        document.update(checked=False, allowed=None, notCheckedBecause="; ".join(gaps))
     document["requester"], document["clampedTo"], document["requesterNote"] = as_user, None, None
     if as_user is not None and replicas < replicas_of(workload):
         _answer_requester(document, view, policy, workload, now_ns, as_user)
@@ -67,7 +72,8 @@ def _answer_requester(document: dict[str, Any], view: ClusterView, policy: Polic
     elif owner is not None:
         note = (f"sized by its owner {owner.get('kind')} {owner.get('name')}: poolguard never "
                 "blocks a replica change of it")
-    elif rules.is_autoscaler(user) and rules.autoscalers.enforcement == "clamp":
+    elif (rules.is_autoscaler(user) and rules.autoscalers.enforcement == "clamp"
+          and document["allowed"] is not None):  # a clamp needs the pods a verdict needs
         replicas = document["replicas"]
         clamp = clamp_scale_down(view, policy, workload, replicas["to"], replicas["from"],
                                  now_ns)

@@ -85,6 +85,8 @@ def _verdict(document: Mapping[str, Any]) -> tuple[str, str]:
         return "violations", f"CLAMPED to {document['clampedTo']}"
     if document.get("requesterNote"):
         return "allowed", "ALLOWED"
+    if document["allowed"] is None:
+        return "unchecked", "NOT CHECKED"
     if not document["checked"]:
         return "unchecked", "ALLOWED: not checked"
     if not document["violations"]:

@@ -79,7 +79,8 @@ def _verdict_word(document: Mapping[str, Any]) -> str:
     if document.get("requesterNote"):
         return "ALLOWED"
     if not document["checked"]:
-        return "ALLOWED (not checked: " + document["notCheckedBecause"] + ")"
+        word = "NOT CHECKED (" if document["allowed"] is None else "ALLOWED (not checked: "
+        return word + document["notCheckedBecause"] + ")"
     if not document["violations"]:
         return "ALLOWED"
     if not document["allowed"]:

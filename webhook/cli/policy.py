@@ -10,13 +10,17 @@ binding and its params (the pool-to-cost table) for the policy, as YAML for kube
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 import yaml
 
 from ..cluster.state import load_policy
 from ..core.cost.admission_policy import admission_policy_objects
 from ..core.policy.policy import default_policy
+from ..core.policy.policy_schema import policy_schema
 from ..core.policy.policy_text import explain_policy
+from ..errors import CommandError
 
 
 def add_policy_parser(commands: argparse._SubParsersAction) -> None:
@@ -46,6 +50,16 @@ def add_policy_parser(commands: argparse._SubParsersAction) -> None:
     generate.add_argument("--namespace", "-n", default="poolguard",
                           help="poolguard's namespace (holds the params; never mutated)")
     generate.set_defaults(run=run_admission_policy)
+    schema = actions.add_parser(
+        "schema", help="print the policy file's JSON Schema",
+        description="Print the JSON Schema (draft 7) of a policy file, generated from the "
+        "policy model that check, serve and the reconciler parse with: field names, types, "
+        "enums, ranges and patterns. The Helm chart's values.schema.json carries it under "
+        "`policy`; --values-schema FILE writes it there.")
+    schema.add_argument("--values-schema", metavar="FILE",
+                        help="replace properties.policy of the Helm values schema FILE "
+                        "instead of printing")
+    schema.set_defaults(run=run_policy_schema)
 
 
 def run_policy_check(args: argparse.Namespace) -> int:
@@ -77,4 +91,25 @@ def admission_policy_yaml(objects: list[dict]) -> str:
 def run_admission_policy(args: argparse.Namespace) -> int:
     policy = load_policy(args.file) if args.file else default_policy()
     print(admission_policy_yaml(admission_policy_objects(policy, args.namespace)), end="")
+    return 0
+
+
+def chart_policy_schema() -> dict:
+    """The policy schema as the chart's values.schema.json holds it under `policy`."""
+    schema = policy_schema()
+    del schema["$schema"], schema["title"]
+    return schema
+
+
+def run_policy_schema(args: argparse.Namespace) -> int:
+    if args.values_schema is None:
+        print(json.dumps(policy_schema(), indent=2))
+        return 0
+    path = Path(args.values_schema)
+    try:
+        values_schema = json.loads(path.read_text(encoding="utf-8"))
+        values_schema["properties"]["policy"] = chart_policy_schema()
+        path.write_text(json.dumps(values_schema, indent=2) + "\n", encoding="utf-8")
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise CommandError(f"--values-schema {path}: cannot update it: {err}") from None
     return 0

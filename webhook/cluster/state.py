@@ -21,9 +21,33 @@ log = logging.getLogger("poolguard")
 Obj = Mapping[str, Any]
 
 try:  # the C loader is several times faster on large state files
-    _Loader: type = yaml.CSafeLoader
+    _BaseLoader: type = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _Loader = yaml.SafeLoader
+    _BaseLoader = yaml.SafeLoader
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """The safe loader, refusing a key that a mapping repeats.
+
+    YAML loaders keep the last of two equal keys without a word, so a file with a key
+    written twice would be read as something other than what it says.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        first_seen: dict[tuple[str, str], yaml.Node] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.value == "<<":
+                continue
+            key = (key_node.tag, key_node.value)
+            if key in first_seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key_node.value!r} (first at line "
+                    f"{first_seen[key].start_mark.line + 1})", key_node.start_mark)
+            first_seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+_OBJECT_KEYS = ("apiVersion", "kind")
 
 DATA_DIR = Path(__file__).parent.parent / "data"
 EXAMPLE_POLICY = DATA_DIR / "policy.yaml"
@@ -56,18 +80,71 @@ def parse_documents(text: str, source: str) -> list[Any]:
         if documents is not None:
             return documents
     try:
-        return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
+        return [doc for doc in _yaml_documents(text) if doc is not None]
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or str(err)
+        if problem.startswith("duplicate key"):
+            raise StateError(f"{source}:{where}: {problem}; a YAML reader keeps only the "
+                             "last, so the file says two things") from None
         raise StateError(f"{source}:{where}: not valid YAML or JSON: {problem}") from None
+
+
+def _yaml_documents(text: str) -> Iterator[Any]:
+    """The YAML documents in `text`; a document that is several Kubernetes objects or
+    Lists written one after the other without `---` (`kubectl get -o yaml >> file`) is
+    read as those objects, one document each."""
+    loader = _Loader(text)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            for part in _concatenated_objects(node):
+                yield loader.construct_document(part)
+    finally:
+        loader.dispose()
+
+
+def _concatenated_objects(node: yaml.Node) -> list[yaml.Node]:
+    """`node` cut where a top-level key comes again, when every part is a Kubernetes object
+    (has apiVersion and kind); otherwise `node` alone (its repeated key is then refused)."""
+    if not isinstance(node, yaml.MappingNode):
+        return [node]
+    parts: list[list[tuple[yaml.Node, yaml.Node]]] = [[]]
+    keys: set[str] = set()
+    for key_node, value_node in node.value:
+        key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+        if key is not None and key in keys:
+            parts.append([])
+            keys = set()
+        if key is not None:
+            keys.add(key)
+        parts[-1].append((key_node, value_node))
+    if len(parts) == 1 or not all(
+            set(_OBJECT_KEYS) <= {k.value for k, _ in part if isinstance(k, yaml.ScalarNode)}
+            for part in parts):
+        return [node]
+    return [yaml.MappingNode(node.tag, part, part[0][0].start_mark, part[-1][1].end_mark,
+                             flow_style=node.flow_style) for part in parts]
+
+
+class _DuplicateKey(ValueError):
+    """A JSON object that repeats a key."""
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _DuplicateKey(key)
+        obj[key] = value
+    return obj
 
 
 def _concatenated_json(text: str, source: str) -> list[Any] | None:
     """The JSON values in `text` one after another, or None when the first is not JSON
     (YAML flow style looks like JSON; the YAML parser then reports the error)."""
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(object_pairs_hook=_refuse_duplicate_keys)
     documents: list[Any] = []
     position = 0
     while True:
@@ -75,8 +152,14 @@ def _concatenated_json(text: str, source: str) -> list[Any] | None:
             position += 1
         if position == len(text):
             return documents
+        start = position
         try:
             value, position = decoder.raw_decode(text, position)
+        except _DuplicateKey as err:
+            line = text.count("\n", 0, start) + 1
+            raise StateError(f"{source}: document {len(documents) + 1} (from line {line}): "
+                             f"duplicate key {str(err)!r} in an object; a JSON reader keeps "
+                             "only the last, so the file says two things") from None
         except json.JSONDecodeError as err:
             if not documents:
                 return None

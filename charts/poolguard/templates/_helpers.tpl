@@ -78,7 +78,47 @@ app.kubernetes.io/component: {{ .component }}
 {{- $_ := set $scale "enforcement" .Values.enforcement -}}
 {{- $_ := set $policy "scaleDown" $scale -}}
 {{- end -}}
+{{- include "poolguard.policyRules" $policy -}}
 {{- toYaml $policy -}}
+{{- end -}}
+
+{{/*
+The policy's rules across fields, which values.schema.json (generated from the policy
+model: `make chart-schema`) cannot express; `serve` refuses such a policy at start, so the
+chart refuses it here rather than render webhook pods that would never start.
+*/}}
+{{- define "poolguard.policyRules" -}}
+{{- $pools := .pools | default list -}}
+{{- $names := list -}}
+{{- range $i, $pool := $pools -}}
+{{- if has $pool.name $names -}}
+{{- fail (printf "policy.pools[%d].name: duplicate pool %q" $i $pool.name) -}}
+{{- end -}}
+{{- $names = append $names $pool.name -}}
+{{- end -}}
+{{- $unprotected := list (list "defaultDeletionCost" (float64 (.defaultDeletionCost | default 0))) -}}
+{{- range $i, $pool := $pools -}}
+{{- if not $pool.protected -}}
+{{- $unprotected = append $unprotected (list (printf "pools[%d] (%q)" $i $pool.name) (float64 $pool.deletionCost)) -}}
+{{- end -}}
+{{- end -}}
+{{- range $i, $pool := $pools -}}
+{{- if $pool.protected -}}
+{{- range $other := $unprotected -}}
+{{- if lt (float64 $pool.deletionCost) (index $other 1) -}}
+{{- fail (printf "policy.pools[%d].deletionCost: protected pool %q has cost %v, lower than %v of %s; the ReplicaSet controller deletes lower costs first, so give protected pools the highest costs" $i $pool.name $pool.deletionCost (index $other 1) (index $other 0)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $scale := .scaleDown | default dict -}}
+{{- $exempt := $scale.exemptUsers | default list -}}
+{{- $autoscalers := $scale.autoscalers | default dict -}}
+{{- range $i, $user := $autoscalers.users | default list -}}
+{{- if has $user $exempt -}}
+{{- fail (printf "policy.scaleDown.autoscalers.users[%d]: %q is also in scaleDown.exemptUsers, whose requests are never checked, so it would never be clamped; list it in one of the two" $i $user) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The restricted-PSS security context shared by every container. */}}

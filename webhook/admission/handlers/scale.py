@@ -11,15 +11,15 @@ from ...core.scale.assessment import Assessment
 from ...core.scale.clamp import clamp_scale_down
 from ...core.scale.decision import decide_scale
 from ...core.scale.owner_sizing import owner_warnings, sizing_owner
-from ...core.text import split_at_clauses
+from ...core.text import warning_texts
 from ..review import AdmissionRequest, BadReview, allow, deny, with_patch
 from .context import Context, Decision, Outcome
 from .reading import check_shape, request_object, requested_kind
 
-MAX_WARNING_LENGTH = 120  # what kubectl shows comfortably on one line
-
-
-MAX_WARNINGS_TOTAL = 4096  # the API server's limit on all warnings of a response
+# The API server's limits (apiserver pkg/endpoints/filters/warning.go): 4096 characters of
+# warnings in a response; past that it cuts every warning to 256. Within both, none is cut.
+MAX_WARNING_LENGTH = 256
+MAX_WARNINGS_TOTAL = 4096
 
 
 def review_scale(request: AdmissionRequest, ctx: Context) -> Decision:
@@ -176,16 +176,6 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _warnings(texts: Any) -> list[str]:
-    """Single-line warnings of at most 120 characters, split between clauses.
-
-    Stops before the API server's 4096-character total, where it would cut them itself.
-    """
-    out: list[str] = []
-    total = 0
-    for text in texts:
-        for line in split_at_clauses(text, MAX_WARNING_LENGTH):
-            if total + len(line) > MAX_WARNINGS_TOTAL:
-                return out
-            out.append(line)
-            total += len(line)
-    return out
+    """One single-line warning per text (kubectl prints each as a `Warning:` line of its
+    own), within the API server's limits, so that it never cuts one."""
+    return warning_texts(list(texts), MAX_WARNING_LENGTH, MAX_WARNINGS_TOTAL)

@@ -14,10 +14,9 @@ that is placed by the scheduler.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from ..policy.policy import Policy, PolicyError
+from ..policy.policy import Policy
 from .deletion_cost import (
     DELETION_COST_ANNOTATION,
     MANAGED_COST_ANNOTATION,
@@ -30,9 +29,8 @@ NAME = "poolguard-deletion-cost"
 LABELS = {"app.kubernetes.io/name": "poolguard", "app.kubernetes.io/part-of": "poolguard",
           "app.kubernetes.io/component": "admission-policy"}
 POOL_KEY_PREFIX = "pool."
-# A pool name becomes part of a ConfigMap key; pool names are node label values, whose
-# syntax fits inside a key's.
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
+# A pool name becomes part of a ConfigMap key: the policy only has pool names that are
+# node label values (policy.LABEL_VALUE), whose syntax fits inside a key's.
 
 
 def _lines(*lines: str) -> str:
@@ -127,10 +125,7 @@ def params_config_map(policy: Policy, namespace: str, name: str) -> dict[str, An
     """The pool-to-cost table as a ConfigMap (the admission policy's paramKind)."""
     data = {"poolLabel": policy.pool_label,
             "defaultDeletionCost": format_deletion_cost(policy.default_deletion_cost)}
-    for index, pool in enumerate(policy.pools):
-        if not _LABEL_VALUE.match(pool.name):
-            raise PolicyError(f"pools[{index}].name: {pool.name!r} is not a node label value, "
-                              "so no node can be in it and no ConfigMap key can hold it")
+    for pool in policy.pools:
         data[POOL_KEY_PREFIX + pool.name] = format_deletion_cost(pool.deletion_cost)
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": namespace}, "data": data}

@@ -8,6 +8,30 @@ from typing import Any
 from ..errors import InputError
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+_EXPRESSION_KEYS = ("key", "operator", "values")
+
+# What validate_selector accepts, as JSON Schema (draft 7); absent or null parts are empty.
+LABEL_SELECTOR_SCHEMA: dict[str, Any] = {
+    "type": ["object", "null"],
+    "additionalProperties": False,
+    "properties": {
+        "matchLabels": {"type": ["object", "null"], "additionalProperties": {"type": "string"}},
+        "matchExpressions": {"type": ["array", "null"], "items": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["key", "operator"],
+            "properties": {"key": {"type": "string"}, "operator": {"enum": list(OPERATORS)},
+                           "values": {"type": ["array", "null"], "items": {"type": "string"}}},
+            "allOf": [
+                {"if": {"properties": {"operator": {"enum": ["In", "NotIn"]}}},
+                 "then": {"required": ["values"],
+                          "properties": {"values": {"type": "array", "minItems": 1}}}},
+                {"if": {"properties": {"operator": {"enum": ["Exists", "DoesNotExist"]}}},
+                 "then": {"properties": {"values": {"maxItems": 0}}}},
+            ],
+        }},
+    },
+}
 
 
 class SelectorError(InputError):
@@ -23,12 +47,12 @@ def validate_selector(selector: Any, where: str) -> None:
     unknown = set(selector) - {"matchLabels", "matchExpressions"}
     if unknown:
         raise SelectorError(f"{where}: unknown field {sorted(unknown)[0]!r}")
-    labels = selector.get("matchLabels") or {}
+    labels = _or_empty(selector.get("matchLabels"), {})
     if not isinstance(labels, Mapping) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
     ):
         raise SelectorError(f"{where}.matchLabels: must map label names to string values")
-    expressions = selector.get("matchExpressions") or []
+    expressions = _or_empty(selector.get("matchExpressions"), [])
     if not isinstance(expressions, list):
         raise SelectorError(f"{where}.matchExpressions: must be a list")
     for index, expr in enumerate(expressions):
@@ -38,18 +62,27 @@ def validate_selector(selector: Any, where: str) -> None:
 def _validate_expression(expr: Any, where: str) -> None:
     if not isinstance(expr, Mapping) or not isinstance(expr.get("key"), str):
         raise SelectorError(f"{where}: needs a string 'key'")
+    unknown = sorted(str(k) for k in expr if k not in _EXPRESSION_KEYS)
+    if unknown:
+        raise SelectorError(f"{where}.{unknown[0]}: unknown field (known: "
+                            f"{', '.join(_EXPRESSION_KEYS)})")
     operator = expr.get("operator")
     if operator is None:
         raise SelectorError(f"{where}.operator: is required (one of {', '.join(OPERATORS)})")
     if operator not in OPERATORS:
         raise SelectorError(f"{where}.operator: {operator!r} is not one of {', '.join(OPERATORS)}")
-    values = expr.get("values") or []
+    values = _or_empty(expr.get("values"), [])
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
         raise SelectorError(f"{where}.values: must be a list of strings")
     if operator in ("In", "NotIn") and not values:
         raise SelectorError(f"{where}.values: must be non-empty for operator {operator}")
     if operator in ("Exists", "DoesNotExist") and values:
         raise SelectorError(f"{where}.values: must be empty for operator {operator}")
+
+
+def _or_empty(value: Any, empty: Any) -> Any:
+    """`empty` for an absent or null value; a false, 0 or "" stays (and is refused)."""
+    return empty if value is None else value
 
 
 def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
 from ..consolidation.node_occupancy import DEFAULT_GPU_RESOURCES
@@ -22,7 +22,7 @@ from ..consolidation.pool_bands import (
 from ..cost.deletion_cost import INT32_MAX, INT32_MIN
 from ..errors import InputError
 from ..objects.kube import labels_of
-from ..objects.selectors import SelectorError, validate_selector
+from ..objects.selectors import LABEL_SELECTOR_SCHEMA, SelectorError, validate_selector
 
 ENFORCEMENTS = ("enforce", "warn", "dryrun")
 DEFAULT_EXEMPT_USERS = ("system:serviceaccount:kube-system:deployment-controller",)
@@ -46,19 +46,53 @@ _LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
+# A pool name is a node label value (no node is in a pool its label cannot name), which
+# also makes it a valid part of a ConfigMap key (the admission policy's params).
+LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
 class PolicyError(InputError):
     """A policy document that cannot be used; the message names the field."""
 
 
+def described(description: str, default: Any = MISSING, *, key: str | None = None,
+              schema: Mapping[str, Any] | None = None, default_factory: Any = MISSING,
+              required: bool = False) -> Any:
+    """A policy field with what its JSON Schema says beyond its Python type.
+
+    `key` is its name in the policy file (default: the field's name in camelCase);
+    `schema` adds keywords (enum, pattern, range) to those the type gives; `required`: a
+    policy file must set it even though the model has a default. The parser's field names
+    and policy_schema's JSON Schema both come from here.
+    """
+    metadata = {"description": description, "key": key, "schema": dict(schema or {}),
+                "required": required}
+    if default_factory is not MISSING:
+        return field(default_factory=default_factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+_INT32 = {"minimum": INT32_MIN, "maximum": INT32_MAX}
+_RESOURCE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*"
+                            r"[A-Za-z0-9])?")
+_USER_NAMES = {"items": {"minLength": 1}}
+
+
 @dataclass(frozen=True)
 class Pool:
-    name: str
-    deletion_cost: int  # a flat pool's cost; the top of a consolidating pool's band
-    protected: bool = False
-    consolidate: str = CONSOLIDATE_NONE
-    band_width: int = 1
+    name: str = described(
+        "the pool label's value on the pool's nodes (a node label value)",
+        schema={"pattern": LABEL_VALUE.pattern, "minLength": 1, "maxLength": 63})
+    deletion_cost: int = described("the deletion cost of pods on the pool's nodes (int32)",
+                                    schema=_INT32)
+    protected: bool = described("the scale-down rules guard this pool", False)
+    consolidate: str = described(
+        "nodes: rank the pool's pods by how cheaply their node empties, inside the pool's "
+        "band; none: one flat cost", CONSOLIDATE_NONE, schema={"enum": list(CONSOLIDATE_MODES)})
+    band_width: int = described(
+        "how many cost values a consolidating pool owns, ending at its deletionCost "
+        f"(default {DEFAULT_BAND_WIDTH} when consolidate is nodes)", 1,
+        schema={"minimum": 1, "maximum": INT32_MAX})
 
     @property
     def band(self) -> Band:
@@ -74,17 +108,32 @@ class Pool:
 class AutoscalerPolicy:
     """Requests by these users are clamped to the safe count (or judged by `enforcement`)."""
 
-    users: tuple[str, ...] = DEFAULT_AUTOSCALER_USERS
-    enforcement: str = "clamp"
+    users: tuple[str, ...] = described(
+        "users whose scale-downs are clamped to the safe count instead of denied",
+        DEFAULT_AUTOSCALER_USERS, schema=_USER_NAMES)
+    enforcement: str = described("how the listed autoscalers' scale-downs are answered",
+                                 "clamp", schema={"enum": list(AUTOSCALER_ENFORCEMENTS)})
 
 
 @dataclass(frozen=True)
 class ScaleDownPolicy:
-    enforcement: str = "enforce"
-    protected_last: bool = True
-    min_protected_replicas: int | str = 0
-    exempt_users: tuple[str, ...] = DEFAULT_EXEMPT_USERS
-    autoscalers: AutoscalerPolicy = field(default_factory=AutoscalerPolicy)
+    enforcement: str = described(
+        "enforce denies, warn allows with warnings, dryrun allows and only audits",
+        "enforce", schema={"enum": list(ENFORCEMENTS)})
+    protected_last: bool = described(
+        "deny removing a protected-pool pod while a pod of the workload survives outside "
+        "protected pools", True)
+    min_protected_replicas: int | str = described(
+        "pods that must remain on protected pools: an integer, or a percentage of the new "
+        "replica count (rounded up)", 0,
+        schema={"oneOf": [{"type": "integer", "minimum": 0},
+                          {"type": "string", "pattern": r"^([0-9]{1,2}|0[0-9]{2}|100)%$"}]})
+    exempt_users: tuple[str, ...] = described(
+        "users whose requests are never checked (the Deployment controller's own "
+        "ReplicaSet updates)", DEFAULT_EXEMPT_USERS, schema=_USER_NAMES)
+    autoscalers: AutoscalerPolicy = described(
+        "autoscalers and how their scale-downs are answered",
+        default_factory=AutoscalerPolicy)
 
     def is_autoscaler(self, username: str | None) -> bool:
         return username is not None and username in self.autoscalers.users
@@ -112,13 +161,24 @@ class ScaleDownPolicy:
 
 @dataclass(frozen=True)
 class Policy:
-    pool_label: str = "node.usage"
-    pools: tuple[Pool, ...] = ()
-    default_deletion_cost: int = 0
-    namespace_selector: Mapping[str, Any] = field(default_factory=dict)
-    pod_selector: Mapping[str, Any] = field(default_factory=dict)
-    scale_down: ScaleDownPolicy = field(default_factory=ScaleDownPolicy)
-    gpu_resources: tuple[str, ...] = DEFAULT_GPU_RESOURCES
+    pool_label: str = described("the node label whose value names the pool", "node.usage",
+                                schema={"pattern": _LABEL_KEY.pattern})
+    pools: tuple[Pool, ...] = described("the pools, most protected first", (),
+                                        schema={"minItems": 1}, required=True)
+    default_deletion_cost: int = described(
+        "the cost for nodes without the label, or with a pool not listed", 0, schema=_INT32)
+    namespace_selector: Mapping[str, Any] = described(
+        "a label selector on namespaces: the governed ones (empty selects all)",
+        default_factory=dict, schema=LABEL_SELECTOR_SCHEMA)
+    pod_selector: Mapping[str, Any] = described(
+        "a label selector on pods and workload templates (empty selects all)",
+        default_factory=dict, schema=LABEL_SELECTOR_SCHEMA)
+    scale_down: ScaleDownPolicy = described("the scale-down rules and their enforcement",
+                                            default_factory=ScaleDownPolicy,
+                                            schema={"type": ["object", "null"]})
+    gpu_resources: tuple[str, ...] = described(
+        "the extended resources that count as GPUs in a node's occupancy",
+        DEFAULT_GPU_RESOURCES, schema={"minItems": 1, "items": {"pattern": _RESOURCE_NAME.pattern}})
 
     @property
     def bands(self) -> list[Band]:
@@ -175,14 +235,24 @@ def default_policy() -> Policy:
     )
 
 
-_TOP_KEYS = {"poolLabel", "pools", "defaultDeletionCost", "namespaceSelector", "podSelector",
-             "scaleDown", "gpuResources"}
-_POOL_KEYS = {"name", "deletionCost", "protected", "consolidate", "bandWidth"}
-_RESOURCE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*"
-                            r"[A-Za-z0-9])?")
-_SCALE_KEYS = {"enforcement", "protectedLast", "minProtectedReplicas", "exemptUsers",
-               "autoscalers"}
-_AUTOSCALER_KEYS = {"users", "enforcement"}
+def policy_key(model_field: Any) -> str:
+    """A model field's name in the policy file."""
+    key = model_field.metadata.get("key")
+    if key:
+        return str(key)
+    head, *rest = model_field.name.split("_")
+    return head + "".join(word.capitalize() for word in rest)
+
+
+def policy_keys(model: type) -> set[str]:
+    """The keys a policy file may use in the object `model` describes."""
+    return {policy_key(model_field) for model_field in fields(model)}
+
+
+_TOP_KEYS = policy_keys(Policy)
+_POOL_KEYS = policy_keys(Pool)
+_SCALE_KEYS = policy_keys(ScaleDownPolicy)
+_AUTOSCALER_KEYS = policy_keys(AutoscalerPolicy)
 
 
 def parse_policy(document: Any, source: str = "policy") -> Policy:
@@ -202,7 +272,7 @@ def parse_policy(document: Any, source: str = "policy") -> Policy:
     _check_bands(pools, default_cost, source)
     selectors = {}
     for key in ("namespaceSelector", "podSelector"):
-        value = document.get(key) or {}
+        value = _or_empty(document.get(key), {})
         try:
             validate_selector(value, key)
         except SelectorError as err:
@@ -214,7 +284,7 @@ def parse_policy(document: Any, source: str = "policy") -> Policy:
         default_deletion_cost=default_cost,
         namespace_selector=selectors["namespaceSelector"],
         pod_selector=selectors["podSelector"],
-        scale_down=_parse_scale_down(document.get("scaleDown") or {}, source),
+        scale_down=_parse_scale_down(_or_empty(document.get("scaleDown"), {}), source),
         gpu_resources=_gpu_resources(document.get("gpuResources", list(DEFAULT_GPU_RESOURCES)),
                                      source),
     )
@@ -232,6 +302,10 @@ def _parse_pools(value: Any, source: str) -> tuple[Pool, ...]:
         name = item.get("name")
         if not isinstance(name, str) or not name:
             raise PolicyError(f"{source}: {where}.name: must be a non-empty string")
+        if not LABEL_VALUE.match(name):
+            raise PolicyError(f"{source}: {where}.name: {name!r} is not a node label value "
+                              "(at most 63 letters, digits, '-', '_' or '.', starting and "
+                              "ending with a letter or digit), so no node can be in it")
         if any(pool.name == name for pool in pools):
             raise PolicyError(f"{source}: {where}.name: duplicate pool {name!r}")
         if "deletionCost" not in item:
@@ -321,12 +395,19 @@ def _parse_scale_down(value: Any, source: str) -> ScaleDownPolicy:
     exempt = value.get("exemptUsers", list(DEFAULT_EXEMPT_USERS))
     if not isinstance(exempt, list) or not all(isinstance(u, str) and u for u in exempt):
         raise PolicyError(f"{source}: scaleDown.exemptUsers: must be a list of user names")
+    autoscalers = _parse_autoscalers(value.get("autoscalers", {}), source)
+    for index, user in enumerate(autoscalers.users):
+        if user in exempt:
+            raise PolicyError(
+                f"{source}: scaleDown.autoscalers.users[{index}]: {user!r} is also in "
+                "scaleDown.exemptUsers, whose requests are never checked, so it would never "
+                "be clamped; list it in one of the two")
     return ScaleDownPolicy(
         enforcement=enforcement,
         protected_last=protected_last,
         min_protected_replicas=_min_protected(value.get("minProtectedReplicas", 0), source),
         exempt_users=tuple(exempt),
-        autoscalers=_parse_autoscalers(value.get("autoscalers", {}), source),
+        autoscalers=autoscalers,
     )
 
 
@@ -373,6 +454,12 @@ def _reject_unknown(mapping: Mapping[str, Any], known: set[str], source: str, pr
     if unknown:
         raise PolicyError(f"{source}: {prefix}{unknown[0]}: unknown field "
                           f"(known: {', '.join(sorted(known))})")
+
+
+def _or_empty(value: Any, empty: Any) -> Any:
+    """`empty` for an absent or null value (YAML's `key:`), else the value as written: a
+    false, 0 or "" is a wrong type, not an empty one."""
+    return empty if value is None else value
 
 
 def _type_name(value: Any) -> str:

@@ -6,4 +6,5 @@
 - decision.py       in scope, then judged: what `/validate-scale` and `plan` share
 - clamp.py          an autoscaler's scale-down lowered to the safe count
 - owner_sizing.py   workloads sized by a non-Deployment owner (never blocked)
+- state_coverage.py whether a cluster state holds the pods and nodes a verdict needs
 """
