@@ -117,7 +117,7 @@ def test_state_preview_prints_every_governed_scheduled_pod(
                  "examples/policy.yaml", "--dry-run", "--output", "json"])
     out = capsys.readouterr().out
     pods = json.loads(out)["pods"]
-    assert code == 0 and len(pods) == 17  # 18 pods, one not scheduled
+    assert code == 0 and len(pods) == 27  # 28 pods, one not scheduled
     assert all(set(p) == {"namespace", "name", "node", "pool", "deletionCost", "desiredCost"}
                for p in pods)
     by_name = {p["name"]: p for p in pods}
