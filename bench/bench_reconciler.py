@@ -23,7 +23,8 @@ from tempfile import TemporaryDirectory
 from tests.support import factories as f
 from tests.support.kubeapi import FakeKubeAPI, wait_until
 from webhook.cluster.kubeclient import api_client_from
-from webhook.cluster.live import NAMESPACES, NODES, PODS, LiveCluster
+from webhook.cluster.live import LiveCluster
+from webhook.core.kinds.resource import NAMESPACES, NODES, PODS
 from webhook.core.policy.policy import default_policy
 from webhook.reconciler.options import Options
 from webhook.reconciler.passes import run_once
