@@ -2,14 +2,16 @@
 
 Everything here works on plain dicts shaped like Kubernetes objects and returns
 plain data, so the admission server, the reconciler and `plan` share one truth.
-One package per controller, as Kubernetes keeps pkg/controller/<name>/, and the
-shared pieces grouped by concept, in the order they build on each other:
+One package per controller, as Kubernetes keeps pkg/controller/<name>/, each with the
+predictor its kind's record in kinds/registry.py names, and the shared pieces grouped by
+concept, in the order they build on each other:
 
 - errors.py, text.py   the core's input error; long messages split into short lines
 - objects/             reading objects, label selectors, ownership, a pod's facts
 - cost/                the deletion-cost annotation and what a pod should carry
 - policy/              the node-pool policy and its text form
 - view/                the view of the cluster a prediction reads
+- kinds/               the workload kinds: one record each, the registry of them
 - replicaset/          the ReplicaSet controller: the ranking and its syncs
 - deployment/          the Deployment controller: its split and the syncs after it
 - statefulset/         the StatefulSet controller: condemned ordinals
