@@ -92,7 +92,8 @@ ANSWERS = {  # what docs/serving.md "Trying the endpoints" says each one gets
         a["allowed"] and a["auditAnnotations"]["victims"] == "llm-multi-2,llm-multi-2-1"),
     ("scale-rollout.json", "/validate-scale"): lambda a: (
         a["allowed"] and a["auditAnnotations"]["victims"].split(",") == [
-            "reranker-6d4b8c7f5-g5h6i", "reranker-6d4b8c7f5-j7k8l", "reranker-6d4b8c7f5-d3e4f"]),
+            # the hybrid pods in their nodes' rank order, then one inference pod
+            "reranker-6d4b8c7f5-j7k8l", "reranker-6d4b8c7f5-g5h6i", "reranker-6d4b8c7f5-d3e4f"]),
 }
 
 
