@@ -17,5 +17,7 @@ concept, in the order they build on each other:
 - statefulset/         the StatefulSet controller: condemned ordinals
 - leaderworkerset/     the LeaderWorkerSet controller: whole groups
 - argorollouts/        the Argo Rollouts controller: a Rollout's ReplicaSets
+- cloneset/            the OpenKruise CloneSet controller: its scale-in (not yet a registered kind)
+- consolidation/       pool bands and node ranks: costs that free whole GPU nodes
 - scale/               the victims of a scale per kind, judged against the policy
 """
