@@ -85,14 +85,15 @@ def _audit_row(document: Mapping[str, Any]) -> tuple[str, str, str, str]:
     workload, replicas = document["workload"], document["replicas"]
     name = f"{workload['kind']} {workload['namespace']}/{workload['name']}"
     sizes = f"{replicas['from']} -> {replicas['to']}"
-    if not document["checked"]:
-        return name, sizes, "NOT CHECKED", document["notCheckedBecause"]
     rules = ", ".join(v["rule"] for v in document["violations"])
     if document.get("clampedTo") is not None:
         return (name, sizes, "CLAMPED", f"held at {document['clampedTo']} replicas, above "
                 f"the target {replicas['to']} ({rules})")
-    if document.get("requesterNote"):  # the requester's answer, not the verdict's
+    # The requester's answer (exempt, sized by an owner) stands whatever the state lacks.
+    if document.get("requesterNote"):
         return name, sizes, "ALLOWED", document["requesterNote"]
+    if not document["checked"]:
+        return name, sizes, "NOT CHECKED", document["notCheckedBecause"]
     if not rules:
         return name, sizes, "ALLOWED", ""
     safe = document["safeReplicas"]
