@@ -28,6 +28,7 @@ from pathlib import Path
 
 from tests.support.realistic import realistic_pod
 from webhook.cluster.live import FREEZE_EVERY
+from webhook.core.kinds.resource import PODS
 
 from .baseline import BASELINE_COMMIT
 from .fake_api import serve_fake_api
@@ -54,7 +55,10 @@ def child(variant: str, kubeconfig: str) -> None:
                                 check=True, capture_output=True, text=True).stdout
         # Its relative imports, pointed at where those modules are today (the code it
         # calls is the same).
-        source = (source.replace("from .core.", "from webhook.core.")
+        source = (source.replace("from .core.cluster import RESOURCE_OF_KIND, Snapshot",
+                                 "from webhook.core.kinds.registry import RESOURCE_OF_KIND\n"
+                                 "from webhook.core.view.snapshot import Snapshot")
+                  .replace("from .core.kube import", "from webhook.core.objects.kube import")
                   .replace("from .kubeclient import", "from webhook.cluster.kubeclient import"))
         spec = importlib.util.spec_from_loader("webhook._baseline_live", loader=None)
         live = importlib.util.module_from_spec(spec)
@@ -66,7 +70,8 @@ def child(variant: str, kubeconfig: str) -> None:
     api = api_client_from(kubeconfig, None)
     gc.collect()
     before = rss_mb()
-    cluster = live.LiveCluster(api, (live.PODS,))
+    pods = getattr(live, "PODS", PODS)  # the baseline has its own
+    cluster = live.LiveCluster(api, (pods,))
     started = time.perf_counter()
     cluster.start()
     assert cluster.wait_for_sync(600)
@@ -79,7 +84,7 @@ def child(variant: str, kubeconfig: str) -> None:
         for index in range(live.FREEZE_EVERY - 1):
             pod = realistic_pod(index)
             pod["metadata"]["resourceVersion"] = f"9{index}"
-            cluster._apply(live.PODS, "MODIFIED", pod)
+            cluster._apply(pods, "MODIFIED", pod)
         since_freeze = gc_pause_ms()
     count = len(cluster.all_pods())
     cluster.stop()

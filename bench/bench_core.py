@@ -22,7 +22,7 @@ from tests.support import factories as f
 from webhook.core.objects.kube import format_time_ns, parse_time_ns
 from webhook.core.policy.policy import default_policy
 from webhook.core.scale.assessment import Assessment, assess_scale
-from webhook.core.view.cluster import Snapshot
+from webhook.core.view.snapshot import Snapshot
 
 from .baseline import BASELINE_COMMIT, core_module, load_core
 from .results import record

@@ -29,9 +29,10 @@ from tests.support import factories as f
 from tests.support.gpu_clusters import gpu_node, gpu_pod
 from tests.support.kubeapi import FakeKubeAPI, wait_until
 from webhook.cluster.kubeclient import api_client_from
-from webhook.cluster.live import NAMESPACES, NODES, PODS, LiveCluster
+from webhook.cluster.live import LiveCluster
+from webhook.core.kinds.resource import NAMESPACES, NODES, PODS
 from webhook.core.policy.policy import default_policy
-from webhook.core.view.cluster import Snapshot
+from webhook.core.view.snapshot import Snapshot
 from webhook.reconciler.options import Options
 from webhook.reconciler.passes import run_once
 from webhook.reconciler.preview import preview

@@ -22,8 +22,8 @@ from webhook.core.deployment.deployment_util import MAX_REPLICAS_ANNOTATION
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import default_policy
 from webhook.core.scale.decision import decide_scale, preview_scale
-from webhook.core.scale.prediction import predict_scale
-from webhook.core.view.cluster import Snapshot
+from webhook.core.scale.predict import predict_scale
+from webhook.core.view.snapshot import Snapshot
 
 from .results import record
 

@@ -21,7 +21,7 @@ from webhook.admission.handlers import (
 from webhook.admission.review import BadReview, parse_review
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
-from webhook.core.view.cluster import Snapshot
+from webhook.core.view.snapshot import Snapshot
 
 NOW = parse_time_ns("2026-02-01T00:00:00Z")
 NODES = [f.node("inf-1", "inference"), f.node("hyb-1", "hybrid")]

@@ -22,7 +22,7 @@ from webhook.admission.handlers import Context, review_binding
 from webhook.admission.review import parse_review
 from webhook.core.cost.deletion_cost import DELETION_COST_ANNOTATION
 from webhook.core.policy.policy import default_policy
-from webhook.core.view.cluster import Snapshot
+from webhook.core.view.snapshot import Snapshot
 from webhook.reconciler.preview import preview
 
 RS = f.replicaset("serve-abc", replicas=4)

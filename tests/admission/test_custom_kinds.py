@@ -28,7 +28,7 @@ from webhook.admission.handlers import (
 from webhook.admission.review import parse_review
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
-from webhook.core.view.cluster import Snapshot
+from webhook.core.view.snapshot import Snapshot
 
 NOW = parse_time_ns("2026-02-01T00:00:00Z")
 LWS_GROUP, RO_GROUP = "leaderworkerset.x-k8s.io", "argoproj.io"

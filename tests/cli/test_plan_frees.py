@@ -17,7 +17,7 @@ import yaml
 from tests.support import factories as f
 from tests.support.gpu_clusters import gpu_node, gpu_pod
 from webhook.core.policy.policy import default_policy
-from webhook.core.view.cluster import Snapshot
+from webhook.core.view.snapshot import Snapshot
 from webhook.reconciler.preview import preview
 
 

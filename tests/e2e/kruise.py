@@ -29,7 +29,7 @@ from tests.e2e.controlplane import Process, kubeconfig_text, wait_for
 from tests.e2e.fake_kubelet import MANUAL_LABEL
 from tests.e2e.harness import Environment, is_active
 from webhook.core.cloneset.prediction import predict_cloneset
-from webhook.core.view.cluster import Snapshot
+from webhook.core.view.snapshot import Snapshot
 
 API = "apps.kruise.io/v1alpha1"
 CRD = "clonesets.apps.kruise.io"

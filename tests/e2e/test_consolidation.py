@@ -28,7 +28,7 @@ from tests.e2e.workloads import plan as plan_json
 from webhook.core.consolidation.node_occupancy import best_freed, owner_of
 from webhook.core.consolidation.pod_cost import node_load
 from webhook.core.policy.policy import default_policy
-from webhook.core.view.cluster import Snapshot
+from webhook.core.view.snapshot import Snapshot
 from webhook.reconciler.preview import preview
 
 GPU = "nvidia.com/gpu"

@@ -22,10 +22,11 @@ from tests.support.kubeapi import FakeKubeAPI, wait_until
 from tests.support.policies import FLAT_POLICY_FILE
 from webhook.cli.main import main
 from webhook.cluster.kubeclient import api_client_from
-from webhook.cluster.live import NAMESPACES, NODES, PODS, LiveCluster
+from webhook.cluster.live import LiveCluster
 from webhook.core.cost.deletion_cost import DELETION_COST_ANNOTATION as COST
+from webhook.core.kinds.resource import NAMESPACES, NODES, PODS
 from webhook.core.policy.policy import default_policy
-from webhook.core.view.cluster import Snapshot
+from webhook.core.view.snapshot import Snapshot
 from webhook.reconciler.options import Options
 from webhook.reconciler.preview import preview
 from webhook.reconciler.service import Service

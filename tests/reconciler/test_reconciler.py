@@ -21,7 +21,7 @@ from tests.support.kubeapi import FakeKubeAPI, wait_until
 from tests.support.policies import FLAT_POLICY_FILE, flat_policy
 from webhook.cli.main import build_parser, main
 from webhook.cluster.kubeclient import api_client_from
-from webhook.cluster.live import NAMESPACES, NODES, PODS, LiveCluster, read_snapshot
+from webhook.cluster.live import LiveCluster, read_snapshot
 from webhook.core.cost.deletion_cost import (
     DELETION_COST_ANNOTATION as COST,
 )
@@ -31,6 +31,7 @@ from webhook.core.cost.deletion_cost import (
 from webhook.core.cost.deletion_cost import (
     POOL_ANNOTATION as POOL,
 )
+from webhook.core.kinds.resource import NAMESPACES, NODES, PODS
 from webhook.reconciler.lease import LeaderElector
 from webhook.reconciler.metrics import serve_http
 from webhook.reconciler.options import Options

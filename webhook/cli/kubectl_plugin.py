@@ -29,6 +29,8 @@ from kubernetes.config import ConfigException, kube_config
 
 from ..cluster.kubeclient import api_client_from, describe_error, request_json
 from ..cluster.state import parse_policy_text
+from ..core.kinds.registry import KIND_NAMES, KIND_SHORT_NAMES
+from ..core.kinds.registry import KINDS as REGISTRY
 from ..core.policy.policy import PolicyError
 from ..errors import ApiError, InputError, NotFoundError
 from .argtypes import OneLineErrors, add_version_flags
@@ -37,15 +39,7 @@ EXIT_USAGE = 2
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 POLICY_CONFIGMAP = "poolguard-policy"
 # kubectl's names for the kinds `plan` knows, mapped to plan's own short names.
-KINDS = {name: short for short, names in {
-    "deploy": ("deploy", "deployment", "deployments", "deployment.apps", "deployments.apps"),
-    "rs": ("rs", "replicaset", "replicasets", "replicaset.apps", "replicasets.apps"),
-    "sts": ("sts", "statefulset", "statefulsets", "statefulset.apps", "statefulsets.apps"),
-    "lws": ("lws", "leaderworkerset", "leaderworkersets",
-            "leaderworkerset.leaderworkerset.x-k8s.io",
-            "leaderworkersets.leaderworkerset.x-k8s.io"),
-    "ro": ("ro", "rollout", "rollouts", "rollout.argoproj.io", "rollouts.argoproj.io"),
-}.items() for name in names}
+KINDS = {alias: kind.short_names[0] for kind in REGISTRY for alias in kind.aliases}
 
 
 class PluginError(InputError):
@@ -64,8 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
         "conventions. Flags not listed here go to plan as they are (see `python -m webhook "
         "plan --help`); exit codes are plan's.")
     plan.add_argument("workload", nargs="+", metavar="TYPE/NAME",
-                      help="deploy/NAME, rs/NAME, sts/NAME, lws/NAME or ro/NAME, one or "
-                      "more (or TYPE NAME [NAME...], as kubectl takes)")
+                      help=", ".join(f"{k.short_names[0]}/NAME" for k in REGISTRY[:-1])
+                      + f" or {REGISTRY[-1].short_names[0]}/NAME, one or more (or TYPE NAME "
+                      "[NAME...], as kubectl takes)")
     plan.add_argument("-n", "--namespace", metavar="NS",
                       help="the workload's namespace (default: the context's, else default)")
     plan.add_argument("--context", metavar="NAME", help="kubeconfig context (default: current)")
@@ -143,9 +138,8 @@ def workload_of(kind: str, name: str) -> tuple[str, str]:
     """(plan's kind, name) from kubectl's TYPE and a NAME."""
     short = KINDS.get(kind.lower())
     if short is None or not name or "/" in name:
-        raise PluginError(f"workload {f'{kind}/{name}'!r}: TYPE must be a deployment, "
-                          "replicaset, statefulset, leaderworkerset or rollout (deploy, rs, "
-                          "sts, lws, ro), followed by a name")
+        raise PluginError(f"workload {f'{kind}/{name}'!r}: TYPE must be a {KIND_NAMES} "
+                          f"({KIND_SHORT_NAMES}), followed by a name")
     return short, name
 
 

@@ -22,8 +22,10 @@ from ..cluster.kubeclient import (
 )
 from ..cluster.live import read_snapshot
 from ..cluster.state import ListedSnapshot, load_policy, load_state, write_state
+from ..core.kinds.registry import KINDS, RESOURCES
 from ..core.objects.kube import format_time_ns, parse_time_ns
-from ..core.view.cluster import Snapshot
+from ..core.scale.requester import clamps
+from ..core.view.snapshot import Snapshot
 from ..errors import EXIT_USAGE, CommandError
 from .argtypes import number
 from .plan_audit import audit_workloads, render_audit
@@ -34,6 +36,10 @@ from .plan_text import render_text
 
 EXIT_DENIED = 3  # plan --fail-on-deny: the verdict denies
 EXIT_NOT_CHECKED = 4  # plan --fail-on-deny: the state lacks pods or nodes to judge a verdict
+# What plan reads from the API server, in words (--help).
+_READ = (", ".join(r.name for r in RESOURCES if not r.optional) + ", and "
+         + " and ".join(r.name for r in RESOURCES if r.optional)
+         + " where their CRDs are installed")
 
 
 def _now_ns(text: str | None) -> int:
@@ -55,9 +61,8 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
         help="preview which pods a scale-down deletes and whether the policy allows it",
         description="Predict which pods Kubernetes deletes when a workload is scaled to "
         "--replicas, and judge them against the pool policy with the webhook's own decision. "
-        "The cluster is read once from the Kubernetes API (namespaces, nodes, deployments, "
-        "replicasets, statefulsets, pods, and leaderworkersets and rollouts where their "
-        "CRDs are installed), or from a saved --state file. "
+        f"The cluster is read once from the Kubernetes API ({_READ}), or from a saved --state "
+        "file. "
         f"Exit codes: 0 done (whatever the verdict, without --fail-on-deny); {EXIT_USAGE} "
         "unusable input or an unreachable API server; "
         f"{EXIT_DENIED} --fail-on-deny and the verdict (or one of --all-workloads) denies; "
@@ -74,14 +79,14 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
                         "YAML that --state accepts")
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--workload", metavar="KIND/NAMESPACE/NAME", action="append",
-                       help="deployment|replicaset|statefulset|leaderworkerset|rollout (or "
-                       "deploy|rs|sts|lws|ro)/NS/NAME; "
+                       help="|".join(k.kind.lower() for k in KINDS) + " (or "
+                       + "|".join(k.short_names[0] for k in KINDS) + ")/NS/NAME; "
                        "repeat it for several workloads (printed one after the other; "
                        "json: a list)")
     which.add_argument("--all-workloads", action="store_true",
-                       help="every Deployment, StatefulSet, LeaderWorkerSet, Rollout and "
-                       "ReplicaSet without an owner: an audit of which scale-downs the policy "
-                       "would deny (use with --replicas-delta)")
+                       help="every " + ", ".join(k.kind for k in KINDS if k.kind != "ReplicaSet")
+                       + " and ReplicaSet without an owner: an audit of which scale-downs the "
+                       "policy would deny (use with --replicas-delta)")
     count = parser.add_mutually_exclusive_group(required=True)
     count.add_argument("--replicas", metavar="N", type=number(int, 0, what="replicas"),
                        help="the target replica count")
@@ -128,7 +133,8 @@ def run_plan(args: argparse.Namespace) -> int:
         if output_format == "json":
             text = json.dumps(documents, indent=2)
         else:
-            text = render_audit(documents, str(args.state or "the cluster"))
+            text = render_audit(documents, str(args.state or "the cluster"),
+                                clamps(policy, args.as_user))
     else:
         if output_format == "html" and len(args.workload) > 1:
             raise CommandError("--output html draws one workload; give one --workload")

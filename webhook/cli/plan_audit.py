@@ -8,8 +8,8 @@ from typing import Any
 from ..core.leaderworkerset.leader_worker_set import SET_NAME_LABEL
 from ..core.objects.kube import controller_ref, labels_of, name_of, namespace_of, replicas_of
 from ..core.policy.policy import Policy
-from ..core.view.cluster import Snapshot
-from .plan_document import build_plan
+from ..core.view.snapshot import Snapshot
+from .plan_document import plan_workload
 from .plan_lookup import PlanError
 
 
@@ -31,12 +31,12 @@ def audit_workloads(view: Snapshot, policy: Policy, delta: int | None, replicas:
         target = replicas if replicas is not None else current + (delta or 0)
         if current == 0 or target >= current:
             continue
-        ref = f"{workload['kind']}/{namespace_of(workload)}/{name_of(workload)}"
         if target < 0:  # planned as 0 it would answer another question, unseen
+            ref = f"{workload['kind']}/{namespace_of(workload)}/{name_of(workload)}"
             raise PlanError(f"--replicas-delta {delta}: {ref} has {current} replicas, so the "
                             f"target would be {target}; use a delta of -{current} or more, "
                             "or --replicas 0")
-        documents.append(build_plan(view, policy, ref, target, now_ns, as_user))
+        documents.append(plan_workload(view, policy, workload, target, now_ns, as_user))
     return documents
 
 
@@ -52,8 +52,13 @@ def _sized_by_planned_owner(workload: Mapping[str, Any]) -> bool:
         ref.get("kind") == "Pod" and SET_NAME_LABEL in labels_of(workload))
 
 
-def render_audit(documents: list[Mapping[str, Any]], source: str) -> str:
-    """One line per workload: its scale-down and the verdict, the worst first."""
+def render_audit(documents: list[Mapping[str, Any]], source: str,
+                 requester_clamps: bool = False) -> str:
+    """One line per workload: its scale-down and the verdict, the worst first.
+
+    `requester_clamps`: the plans are for an autoscaler whose scale-downs the webhook
+    clamps (`--as`), so the count of workloads held above their target is told.
+    """
     if not documents:
         return f"No workload in {source} has a scale-down to check."
     order = {"DENIED": 0, "CLAMPED": 1, "VIOLATES": 2, "ALLOWED": 3, "NOT CHECKED": 4}
@@ -64,14 +69,13 @@ def render_audit(documents: list[Mapping[str, Any]], source: str) -> str:
                        for i, cell in enumerate(row)).rstrip() for row in table]
     counts = {word: sum(1 for r in rows if r[2] == word) for word in order}
     lines.append("")
-    clamped = (f"{counts['CLAMPED']} clamped, " if documents[0].get("requester") is not None
-               else "")
+    clamped = f"{counts['CLAMPED']} clamped, " if requester_clamps else ""
     lines.append(f"{len(rows)} workloads: {counts['DENIED']} denied, {clamped}"
                  f"{counts['VIOLATES']} "
                  f"allowed despite violations, {counts['ALLOWED']} allowed, "
                  f"{counts['NOT CHECKED']} not checked.")
     requester = documents[0].get("requester")
-    if requester is not None:
+    if requester_clamps:
         lines.append(f"As {requester}: {counts['CLAMPED']} held above their target "
                      "(CLAMPED: the webhook lowers the scale-down to the safe count).")
     return "\n".join(lines)
@@ -81,12 +85,15 @@ def _audit_row(document: Mapping[str, Any]) -> tuple[str, str, str, str]:
     workload, replicas = document["workload"], document["replicas"]
     name = f"{workload['kind']} {workload['namespace']}/{workload['name']}"
     sizes = f"{replicas['from']} -> {replicas['to']}"
-    if not document["checked"]:
-        return name, sizes, "NOT CHECKED", document["notCheckedBecause"]
     rules = ", ".join(v["rule"] for v in document["violations"])
     if document.get("clampedTo") is not None:
         return (name, sizes, "CLAMPED", f"held at {document['clampedTo']} replicas, above "
                 f"the target {replicas['to']} ({rules})")
+    # The requester's answer (exempt, sized by an owner) stands whatever the state lacks.
+    if document.get("requesterNote"):
+        return name, sizes, "ALLOWED", document["requesterNote"]
+    if not document["checked"]:
+        return name, sizes, "NOT CHECKED", document["notCheckedBecause"]
     if not rules:
         return name, sizes, "ALLOWED", ""
     safe = document["safeReplicas"]

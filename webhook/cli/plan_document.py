@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..core.kinds.registry import BY_KIND, exempt_users_for
 from ..core.leaderworkerset.leader_worker_set import LwsGroup
 from ..core.objects.kube import name_of, namespace_of, replicas_of
 from ..core.policy.policy import Policy, policy_for
 from ..core.replicaset.active_pods_with_ranks import RankedPod, TieGroup, deciding_rule, is_certain
 from ..core.scale.assessment import Assessment
-from ..core.scale.clamp import clamp_scale_down
 from ..core.scale.decision import preview_scale
-from ..core.scale.owner_sizing import sizing_owner
+from ..core.scale.requester import answer_requester
 from ..core.scale.state_coverage import state_gaps
 from ..core.scale.verdict import placement
 from ..core.view.cluster import ClusterView
@@ -40,7 +40,14 @@ def build_plan(view: ClusterView, policy: Policy, workload_ref: str, replicas: i
     """
     if replicas < 0:
         raise PlanError(f"--replicas {replicas}: must be 0 or more")
-    workload = find_workload(view, workload_ref)
+    return plan_workload(view, policy, find_workload(view, workload_ref), replicas, now_ns,
+                         as_user)
+
+
+def plan_workload(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
+                  replicas: int, now_ns: int | None,
+                  as_user: str | None = None) -> dict[str, Any]:
+    """The plan document for scaling `workload` (an object of the view) to `replicas`."""
     judged = policy_for(policy, as_user)
     # The webhook's own decision, with the victims shown even out of scope.
     try:
@@ -57,39 +64,20 @@ def build_plan(view: ClusterView, policy: Policy, workload_ref: str, replicas: i
         document.update(checked=False, allowed=None, notCheckedBecause="; ".join(gaps))
     document["requester"], document["clampedTo"], document["requesterNote"] = as_user, None, None
     if as_user is not None and replicas < replicas_of(workload):
-        _answer_requester(document, view, policy, workload, now_ns, as_user)
+        answer = answer_requester(view, policy, workload, replicas, replicas_of(workload),
+                                  now_ns, as_user)
+        # A clamp needs the pods a verdict needs: an unchecked verdict gets none.
+        if answer is not None and (answer.clamp is None or document["allowed"] is not None):
+            document["allowed"], document["requesterNote"] = True, answer.note
+            document["clampedTo"] = answer.clamp.replicas if answer.clamp else None
     return document
-
-
-def _answer_requester(document: dict[str, Any], view: ClusterView, policy: Policy,
-                      workload: Mapping[str, Any], now_ns: int | None, user: str) -> None:
-    """Turn the verdict into the webhooks' answer to `user`, in the order they decide."""
-    rules = policy.scale_down
-    kind = str(workload.get("kind") or "")
-    owner = sizing_owner(kind, workload)
-    if user in rules.exempt_users:
-        note = f"{user} is in scaleDown.exemptUsers: never checked"
-    elif owner is not None:
-        note = (f"sized by its owner {owner.get('kind')} {owner.get('name')}: poolguard never "
-                "blocks a replica change of it")
-    elif (rules.is_autoscaler(user) and rules.autoscalers.enforcement == "clamp"
-          and document["allowed"] is not None):  # a clamp needs the pods a verdict needs
-        replicas = document["replicas"]
-        clamp = clamp_scale_down(view, policy, workload, replicas["to"], replicas["from"],
-                                 now_ns)
-        if not clamp.clamped:
-            return
-        document["clampedTo"], note = clamp.replicas, clamp.reason()
-    else:
-        return
-    document["allowed"], document["requesterNote"] = True, note
 
 
 def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
                   now_ns: int | None, out_of_scope: str | None = None) -> dict[str, Any]:
     """The plan as a plain dict; `out_of_scope` says why the webhook would not check it."""
     prediction, verdict = assessment.prediction, assessment.verdict
-    with_rs = prediction.kind in ("Deployment", "ReplicaSet")
+    kind = BY_KIND[prediction.kind]
     first_survivor = {}
     for pod in prediction.survivors:
         first_survivor.setdefault(pod.replica_set, pod)
@@ -101,10 +89,10 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
             "namespace": pod.namespace, "name": pod.name, "node": pod.node_name or None,
             "pool": place.pool, "protected": place.protected, "deletionCost": pod.deletion_cost,
         }
-        if with_rs:
+        if kind.names_replicasets:
             entry["replicaSet"] = pod.replica_set
-        if prediction.kind == "StatefulSet":
-            entry["reason"] = "ordinal outside the new range"
+        if kind.victim_reason is not None:
+            entry["reason"] = kind.victim_reason
         elif pod.name in group_reasons:
             entry["reason"] = group_reasons[pod.name]
         elif pod.replica_set in first_survivor:
@@ -133,8 +121,9 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
         "safeReplicas": verdict.safe_replicas,
         "checked": out_of_scope is None,
         "notCheckedBecause": out_of_scope,
-        # Only the webhook sees who scales: these users' requests are never checked.
-        "exemptUsers": list(policy.scale_down.exempt_users),
+        # Only the webhook sees who scales: these users' requests are never checked (a
+        # controller the registry knows as another kind's never scales this one).
+        "exemptUsers": exempt_users_for(prediction.kind, policy.scale_down.exempt_users),
         "pods": _pod_entries(view, policy, assessment,
                              {p.name: victim_entry(p)["reason"] for p in prediction.victims}),
     }

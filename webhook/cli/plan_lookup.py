@@ -6,8 +6,9 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
+from ..core.kinds.registry import KIND_NAMES, KIND_SHORT_NAMES, KINDS, canonical_kind
 from ..core.objects.kube import name_of, namespace_of, replicas_of
-from ..core.view.cluster import KIND_NAMES, KIND_SHORT_NAMES, ClusterView, canonical_kind
+from ..core.view.cluster import ClusterView
 from ..errors import InputError
 
 
@@ -63,8 +64,9 @@ def _describe(view: ClusterView) -> str:
     """The cluster state, in words that say when it holds no workloads at all."""
     workloads = getattr(view, "workloads", None)
     if workloads is not None and not workloads():
-        return ("the cluster state, which holds no Deployments, ReplicaSets, StatefulSets, "
-                "LeaderWorkerSets or Rollouts")
+        kinds = [f"{kind.kind}s" for kind in KINDS]
+        return ("the cluster state, which holds no " + ", ".join(kinds[:-1])
+                + f" or {kinds[-1]}")
     return "the cluster state"
 
 

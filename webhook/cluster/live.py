@@ -34,23 +34,12 @@ from urllib.parse import quote
 
 from kubernetes import client
 
+from ..core.kinds.registry import RESOURCE_OF_KIND, RESOURCES
+from ..core.kinds.resource import PODS, Resource
 from ..core.objects.kube import labels_of, name_of, namespace_of
 from ..core.objects.podfacts import PodFacts
-from ..core.view.cluster import (
-    DEPLOYMENTS,
-    LEADERWORKERSETS,
-    NAMESPACES,
-    NODES,
-    PODS,
-    REPLICASETS,
-    RESOURCE_OF_KIND,
-    RESOURCES,
-    ROLLOUTS,
-    STATEFULSETS,
-    IndexedClusterView,
-    LabelIndex,
-    Resource,
-)
+from ..core.view.cluster import IndexedClusterView
+from ..core.view.label_index import LabelIndex
 from ..core.view.pods_by_node import PodsByNode, T
 from ..errors import GoneError, NotFoundError
 from .compact import compact
@@ -80,11 +69,8 @@ Obj = Mapping[str, Any]
 EventCallback = Callable[[str, str, Obj, Obj | None], None]
 
 
-ALL_RESOURCES = RESOURCES
-# The order a saved state lists kinds in (the example state file's order), then the
-# custom resources, when their CRDs are installed.
-SNAPSHOT_RESOURCES = (NAMESPACES, NODES, DEPLOYMENTS, REPLICASETS, STATEFULSETS, PODS,
-                      LEADERWORKERSETS, ROLLOUTS)
+# Every resource the kind registry names, in the order a saved state lists them.
+ALL_RESOURCES = SNAPSHOT_RESOURCES = RESOURCES
 # How often a cache asks again for a custom resource the API server did not serve (its CRD
 # not installed, or not readable). A list that answers 404 costs the API server next to
 # nothing, and needs no permission beyond the list itself (watching

@@ -11,9 +11,10 @@ from typing import Any
 
 import yaml
 
+from ..core.kinds.registry import RESOURCES
 from ..core.objects.shape import ShapeError, check_object_shape
 from ..core.policy.policy import Policy, PolicyError, default_policy, parse_policy
-from ..core.view.cluster import Snapshot
+from ..core.view.snapshot import Snapshot
 from ..errors import InputError
 from .filewatch import FileWatcher
 
@@ -56,6 +57,9 @@ EXAMPLE_STATE = DATA_DIR / "cluster-state.yaml"
 
 class StateError(InputError):
     """A state file that cannot be read; the message names the file and the place."""
+
+# What `kubectl get` lists for a state file: every resource but the custom ones.
+STATE_RESOURCES = ",".join(r.name for r in RESOURCES if not r.optional)
 
 
 def read_documents(path: str | Path, what: str) -> list[Any]:
@@ -175,7 +179,7 @@ def load_state(path: str | Path) -> Snapshot:
     documents = read_documents(path, "state")
     if not documents:
         raise StateError(f"state file {path}: it is empty; expected the output of kubectl get "
-                         "namespaces,nodes,deployments,replicasets,statefulsets,pods -A -o yaml")
+                         f"{STATE_RESOURCES} -A -o yaml")
     for obj in _objects(documents, str(path)):
         snapshot.add(obj)
     return snapshot

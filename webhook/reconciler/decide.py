@@ -51,7 +51,7 @@ WRITE_REASONS = ("new", "pool", "rank")  # see write_reason
 
 
 @dataclass(frozen=True)
-class Verdict:
+class PodNeed:
     """What a pod needs: PATCH (with the decision), or nothing and why."""
 
     outcome: str  # PATCH, UNCHANGED_POD, KEPT or SKIPPED
@@ -72,11 +72,11 @@ class PodView(Protocol):
 
 
 def verdict_for(pod: Obj, policy: Policy, view: PodView,
-                excluded_namespaces: Collection[str]) -> Verdict:
+                excluded_namespaces: Collection[str]) -> PodNeed:
     """What `pod` needs under `policy`, with its node and namespace read from `view`."""
     skip = skip_reason(pod, policy, view, excluded_namespaces)
     if skip:
-        return Verdict(SKIPPED, skip)
+        return PodNeed(SKIPPED, skip)
     node_name = spec_of(pod).get("nodeName")
     node = view.node(node_name)
     pool = policy.pool_of_node(node)
@@ -87,12 +87,12 @@ def verdict_for(pod: Obj, policy: Policy, view: PodView,
     decision = decide_cost(policy, annotations_of(pod), pool, pool_known=node is not None,
                            cost=cost)
     if decision.action == SET:
-        return Verdict(PATCH, decision=decision)
+        return PodNeed(PATCH, decision=decision)
     if decision.action == UNCHANGED:
-        return Verdict(UNCHANGED_POD, decision=decision)
+        return PodNeed(UNCHANGED_POD, decision=decision)
     if decision.action == KEEP:
-        return Verdict(KEPT)
-    return Verdict(SKIPPED, "unknown-node")
+        return PodNeed(KEPT)
+    return PodNeed(SKIPPED, "unknown-node")
 
 
 def write_reason(pod: Obj, decision: CostDecision) -> str:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from kubernetes import client
 
-from ..cluster.live import NAMESPACES, NODES, PODS, read_snapshot
+from ..cluster.live import read_snapshot
+from ..core.kinds.resource import NAMESPACES, NODES, PODS
 from ..core.objects.kube import Obj, name_of, namespace_of
 from ..core.policy.policy import Policy
 from .decide import CLEANED, FAILED, KEPT, PATCHED, SKIPPED, UNCHANGED_POD, UNTOUCHED

@@ -22,9 +22,10 @@ from typing import Any
 
 from kubernetes import client
 
-from ..cluster.live import NAMESPACES, NODES, PODS, LiveCluster
+from ..cluster.live import LiveCluster
 from ..cluster.state import PolicyHolder
 from ..core.consolidation.pod_cost import needs_load, view_node_load
+from ..core.kinds.resource import NAMESPACES, NODES, PODS
 from ..core.objects.kube import Obj, labels_of, meta, name_of, namespace_of, spec_of, status_of
 from ..core.policy.policy import Policy
 from .decide import FAILED, KEPT, PATCH, PodKey

@@ -32,8 +32,8 @@ from .decide import (
     SKIPPED,
     UNTOUCHED,
     PodKey,
+    PodNeed,
     PodView,
-    Verdict,
     owned_keys,
     verdict_for,
     write_reason,
@@ -65,7 +65,7 @@ class Reconciler:
         self.stop = stop or threading.Event()
         self._announced: dict[PodKey, str] = {}
 
-    def evaluate(self, pod: Obj) -> Verdict:
+    def evaluate(self, pod: Obj) -> PodNeed:
         """What `pod` needs, from the cached view (no I/O)."""
         assert self.policy is not None, "reconciling needs a policy"
         return verdict_for(pod, self.policy, self.view, self.options.exclude_namespaces)

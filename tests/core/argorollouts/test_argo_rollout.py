@@ -39,8 +39,9 @@ from webhook.core.policy.policy import parse_policy
 from webhook.core.scale.assessment import assess_scale
 from webhook.core.scale.clamp import clamp_scale_down
 from webhook.core.scale.decision import decide_scale
-from webhook.core.scale.prediction import ScalePrediction, predict_scale
-from webhook.core.view.cluster import Snapshot
+from webhook.core.scale.predict import predict_scale
+from webhook.core.scale.prediction import ScalePrediction
+from webhook.core.view.snapshot import Snapshot
 
 NOW = parse_time_ns("2026-03-01T00:00:00Z")
 NODES = [f.node("inf-1", "inference"), f.node("inf-2", "inference"),

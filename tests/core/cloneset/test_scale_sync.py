@@ -21,7 +21,7 @@ from webhook.core.cloneset.prediction import predict_cloneset
 from webhook.core.cloneset.scale_sync import HELD_BY_HOOK, one_sync, scale_in
 from webhook.core.objects.kube import format_time_ns, parse_time_ns
 from webhook.core.objects.podfacts import PodFacts
-from webhook.core.view.cluster import Snapshot
+from webhook.core.view.snapshot import Snapshot
 
 NOW = parse_time_ns("2026-03-15T12:00:00Z")
 TEN_SECONDS_AGO = format_time_ns(NOW - 10 * 10**9)

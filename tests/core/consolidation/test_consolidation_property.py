@@ -24,8 +24,8 @@ from webhook.core.consolidation.node_rank import SLOTS, node_tie_break
 from webhook.core.consolidation.pod_cost import node_load
 from webhook.core.cost.deletion_cost import DELETION_COST_ANNOTATION, MANAGED_COST_ANNOTATION
 from webhook.core.policy.policy import default_policy, parse_policy
-from webhook.core.scale.prediction import predict_scale
-from webhook.core.view.cluster import Snapshot
+from webhook.core.scale.predict import predict_scale
+from webhook.core.view.snapshot import Snapshot
 from webhook.reconciler.decide import PATCH, verdict_for
 
 NOW = 1_800_000_000 * 10**9

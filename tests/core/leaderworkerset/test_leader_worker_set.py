@@ -26,8 +26,8 @@ from webhook.core.policy.policy import parse_policy
 from webhook.core.scale.assessment import assess_scale
 from webhook.core.scale.clamp import clamp_scale_down
 from webhook.core.scale.decision import out_of_scope_reason
-from webhook.core.scale.prediction import predict_scale
-from webhook.core.view.cluster import Snapshot
+from webhook.core.scale.predict import predict_scale
+from webhook.core.view.snapshot import Snapshot
 
 NOW = parse_time_ns("2026-03-15T12:00:00Z")
 POLICY = parse_policy({"pools": [{"name": "inference", "deletionCost": 1000, "protected": True},

@@ -16,8 +16,9 @@ import pytest
 
 from tests.support import factories as f
 from webhook.core.objects.kube import parse_time_ns
-from webhook.core.scale.prediction import predict_scale, stateful_ordinal
-from webhook.core.view.cluster import Snapshot
+from webhook.core.scale.predict import predict_scale
+from webhook.core.statefulset.prediction import stateful_ordinal
+from webhook.core.view.snapshot import Snapshot
 
 NOW = parse_time_ns("2026-03-15T12:00:00Z")
 OLD_IMAGE = "foo/bar:old"
@@ -55,7 +56,7 @@ def test_deployment_victims_use_deployment_wide_ranks():
     assert {p.replica_set for p in prediction.victims} == {"web-old", "web-new"}
     # But that is the order where neither ReplicaSet has deleted yet. If one syncs first,
     # node-b loses its pod and the other ReplicaSet's two pods tie at rank 1: either may
-    # go (tests/test_rollout.py covers the model).
+    # go (tests/core/deployment/test_sync_orders.py covers the model).
     assert sorted(p.name for p in prediction.possible_victims) == ["new-c", "old-a"]
 
 

@@ -14,8 +14,8 @@ from tests.support import factories as f
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
 from webhook.core.scale.assessment import assess_scale
-from webhook.core.scale.prediction import predict_scale
-from webhook.core.view.cluster import Snapshot
+from webhook.core.scale.predict import predict_scale
+from webhook.core.view.snapshot import Snapshot
 
 NOW = parse_time_ns("2026-03-15T12:00:00Z")
 POLICY = parse_policy({"pools": [{"name": "inference", "deletionCost": 1000, "protected": True},

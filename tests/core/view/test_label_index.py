@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support import factories as f
-from webhook.core.scale.prediction import predict_scale
-from webhook.core.view.cluster import IndexedClusterView, Snapshot, candidate_pod_facts
+from webhook.core.scale.predict import predict_scale
+from webhook.core.view.cluster import IndexedClusterView, candidate_pod_facts
+from webhook.core.view.snapshot import Snapshot
 
 NOW = 1_800_000_000 * 10**9
 

@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...core.cost.deletion_cost import InvalidDeletionCost, invalid_cost_message
+from ...core.kinds.registry import WORKLOAD_RESOURCES, workload_kind
 from ...core.objects.shape import ShapeError, check_object_shape
-from ...core.view.cluster import WORKLOAD_RESOURCES, workload_kind
 from ..review import ECHO_LIMIT, AdmissionRequest, BadReview
 
 

@@ -10,7 +10,8 @@ from ...core.policy.policy import policy_for
 from ...core.scale.assessment import Assessment
 from ...core.scale.clamp import clamp_scale_down
 from ...core.scale.decision import decide_scale
-from ...core.scale.owner_sizing import owner_warnings, sizing_owner
+from ...core.scale.owner_sizing import owner_warnings
+from ...core.scale.requester import clamps, is_exempt, unchecked_answer
 from ...core.text import warning_texts
 from ..review import AdmissionRequest, BadReview, allow, deny, with_patch
 from .context import Context, Decision, Outcome
@@ -29,7 +30,7 @@ def review_scale(request: AdmissionRequest, ctx: Context) -> Decision:
     if kind is None or request.get("operation") != "UPDATE" or sub not in ("", "scale"):
         return Decision(allow(request), Outcome.IGNORED)
     username = (request.get("userInfo") or {}).get("username")
-    if username in ctx.policy.scale_down.exempt_users:
+    if is_exempt(ctx.policy, username):
         return Decision(allow(request), Outcome.EXEMPT_USER)
     new, old = request_object(request, "scale"), request.get("oldObject")
     if isinstance(old, Mapping):
@@ -46,8 +47,9 @@ def review_scale(request: AdmissionRequest, ctx: Context) -> Decision:
                      else replicas_of(workload) if workload else None)
     if from_replicas is not None and to_replicas >= from_replicas:
         return Decision(allow(request), Outcome.NOT_SCALE_DOWN)
-    owner = sizing_owner(kind, workload)
-    if owner is not None:  # before the cache check: an owner's write is never denied
+    unchecked = unchecked_answer(ctx.policy, username, kind, workload)
+    if unchecked is not None and unchecked.owner is not None:  # before the cache check
+        owner = unchecked.owner  # an owner's write is never denied
         return Decision(allow(request, warnings=_warnings(owner_warnings(kind, workload, owner))),
                         Outcome.OWNER_DECIDED,
                         counted={"kind": kind, "owner_kind": str(owner.get("kind") or "")})
@@ -75,10 +77,9 @@ def review_scale_clamp(request: Mapping[str, Any], ctx: Context) -> Decision:
     """
     kind = requested_kind(request)
     sub = request.get("subResource") or ""
-    rules = ctx.policy.scale_down
     username = (request.get("userInfo") or {}).get("username")
     if (kind is None or request.get("operation") != "UPDATE" or sub not in ("", "scale")
-            or not rules.is_autoscaler(username) or rules.autoscalers.enforcement != "clamp"):
+            or not clamps(ctx.policy, username)):
         return Decision(allow(request), Outcome.IGNORED)
     new, old = request_object(request, "scale"), request.get("oldObject")
     if not isinstance(old, Mapping):
@@ -94,8 +95,9 @@ def review_scale_clamp(request: Mapping[str, Any], ctx: Context) -> Decision:
         workload = {**old, "kind": kind}
     if ctx.view_problem() or workload is None:
         return Decision(allow(request), Outcome.UNCHECKED_ALLOWED)
-    if sizing_owner(kind, workload) is not None:  # counted once, by /validate-scale
-        return Decision(allow(request), Outcome.OWNER_DECIDED)
+    unchecked = unchecked_answer(ctx.policy, username, kind, workload)
+    if unchecked is not None:  # as /validate-scale answers it (and counts it)
+        return Decision(allow(request), Outcome(unchecked.unchecked.value))
     clamp = clamp_scale_down(ctx.view, ctx.policy, workload, to_replicas, from_replicas,
                              ctx.now_ns())
     if not clamp.clamped:
@@ -163,10 +165,9 @@ def _scale_response(request: AdmissionRequest, ctx: Context,
         return Decision(allow(request), Outcome.DRYRUN, violated_rules=rules, audit=audit)
     lines = [f"poolguard: {header} breaks the policy (enforcement: warn)"]
     for violation in verdict.violations:
-        message, _, fix = violation.message.partition("; fix: ")
-        lines.append(f"poolguard [{violation.rule}] {message}")
-        if fix:
-            lines.append(f"poolguard fix: {fix}")
+        lines.append(f"poolguard [{violation.rule}] {violation.problem}")
+        if violation.fix:
+            lines.append(f"poolguard fix: {violation.fix}")
     return Decision(allow(request, warnings=_warnings(lines + hints)), Outcome.WARNED,
                     violated_rules=rules, audit=audit)
 

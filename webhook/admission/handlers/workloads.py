@@ -12,8 +12,8 @@ from ...core.cost.deletion_cost import (
     go_quote,
     is_valid_deletion_cost,
 )
+from ...core.kinds.registry import APPS_WORKLOAD_RESOURCES
 from ...core.objects.kube import spec_of
-from ...core.view.cluster import APPS_WORKLOAD_RESOURCES
 from ..review import AdmissionRequest, BadReview, allow, deny
 from .context import Context, Decision, Outcome
 from .reading import check_shape, cost_error, request_object, requested_kind

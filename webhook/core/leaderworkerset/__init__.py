@@ -1,4 +1,5 @@
 """The LeaderWorkerSet controller's scale-down (sigs.k8s.io/lws): whole groups go.
 
 - leader_worker_set.py   which groups go, now and once the controller stops waiting
+- prediction.py          a LeaderWorkerSet's scale-down predicted (the kind's predictor)
 """

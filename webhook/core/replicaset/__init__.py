@@ -6,4 +6,5 @@ Kubernetes: pkg/controller/replicaset and the ranking in pkg/controller/controll
 - sort_keys.py                the same order as integer keys (pinned to the comparator)
 - chain_bound.py              what any chain of syncs can delete
 - replicaset_sync.py          a ReplicaSet's scale-down, sync by sync
+- prediction.py               a ReplicaSet's scale-down predicted (the kind's predictor)
 """

@@ -1,6 +1,8 @@
 """Judging a scale: the victims per workload kind, the policy's verdict, the answer.
 
-- prediction.py     the victims of a scale, per workload kind
+- prediction.py     what a prediction says: victims, survivors, pods that wait
+- predict.py        the victims of a scale: the kind's predictor, from the registry
+- requester.py      the answers that depend on who asks, in the webhooks' order
 - verdict.py        a prediction judged against the policy, on the worst case
 - assessment.py     predict and judge in one call, with the smallest safe count
 - decision.py       in scope, then judged: what `/validate-scale` and `plan` share

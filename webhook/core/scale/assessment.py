@@ -8,11 +8,13 @@ from itertools import compress
 from operator import attrgetter
 from typing import Any
 
+from ..kinds.registry import BY_KIND
 from ..leaderworkerset.leader_worker_set import REPLACED
 from ..policy.policy import Policy
 from ..replicaset.replicaset_sync import BURST_REPLICAS
 from ..view.cluster import ClusterView
-from .prediction import ScalePrediction, predict_scale
+from .predict import predict_scale
+from .prediction import ScalePrediction
 from .verdict import Protection, Verdict, evaluate, protection, worst_case_victims
 
 _NODE_NAME = attrgetter("facts.node_name")
@@ -45,7 +47,7 @@ def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
     if verdict.violations:
         fix = _fix_text(prediction, verdict.safe_replicas)
         for violation in verdict.violations:
-            violation.message = f"{violation.message}; fix: {fix}"
+            violation.fix = fix
     return Assessment(prediction, verdict)
 
 
@@ -75,7 +77,7 @@ def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[
             view, policy, workload, now_ns, burst,
             -1, len(prediction.victims) + len(prediction.survivors))
     order, chain = prediction.prefix_order, prediction.prefix_chain
-    prefix = _safe_prefix_length(order, protected, prediction.kind)
+    prefix = _safe_prefix_length(order, protected, BY_KIND[prediction.kind].deletion_cost)
     if prefix <= burst or chain is None:
         return len(order) - prefix  # deleted in one sync (or by ordinal): the prefix goes
     # More than one sync's worth: each sync's unknowable tie-breaking moves the next
@@ -121,16 +123,17 @@ def _safe_groups(prediction: ScalePrediction, protected: Protection) -> int:
     return min(highest + 1, ceiling)
 
 
-def _safe_prefix_length(order: list[Any], protected: Any, kind: str) -> int:
+def _safe_prefix_length(order: list[Any], protected: Any, ranked: bool) -> int:
     """How many pods from the front of `order` go before one could be protected.
 
     A cut inside a group tied on rules 1-5 may take any member of the group, so the
-    safe prefix ends where the group of the first protected pod begins.
+    safe prefix ends where the group of the first protected pod begins. An order by
+    ordinal (not `ranked` by the ReplicaSet rules) has no ties.
     """
     flags = _protected_flags(order, protected)
     first = flags.index(True) if True in flags else len(order)
-    if kind == "StatefulSet" or first == len(order):
-        return first  # ordinals leave no ties
+    if not ranked or first == len(order):
+        return first
     key = order[first].key_rules_1_to_5
     while first > 0 and order[first - 1].key_rules_1_to_5 == key:
         first -= 1
@@ -174,17 +177,7 @@ def _fix_text(prediction: ScalePrediction, safe: int | None) -> str:
     if any(group.fate == REPLACED for group in prediction.groups or []):
         options.append("scale down once the rolling update under way is complete (until "
                        "then it may recreate the outdated groups that stay)")
-    if prediction.kind == "LeaderWorkerSet":
-        # Deletion cost does not apply: whole groups go, highest group index first.
-        fewer = "" if options else ", or scale down fewer groups"
-        options.append("keep the highest-index groups' pods outside protected pools (a "
-                       "LeaderWorkerSet removes whole groups, highest group index first, "
-                       f"and deletion cost plays no part){fewer}")
-    elif prediction.kind == "StatefulSet":
-        # Deletion cost does not apply: a StatefulSet always removes its highest ordinals.
-        options.append("run the highest ordinals outside protected pools (for example with "
-                       "pod affinity or a pool-pinned StatefulSet per pool)")
-    else:
-        options.append("give the pods outside protected pools a lower deletion cost than "
-                       "the protected ones, then retry")
+    kind = BY_KIND[prediction.kind]
+    alone = kind.fix_alone if not options and kind.fix_alone else ""
+    options.append(kind.fix + alone)
     return "; or ".join(options)

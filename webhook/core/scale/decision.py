@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cost.mutation import SKIP_LABEL
+from ..kinds.registry import kind_named
 from ..objects.kube import labels_of, name_of, namespace_of, spec_of
 from ..objects.selectors import selector_matches
 from ..policy.policy import Policy
 from ..view.cluster import ClusterView
 from .assessment import Assessment, assess_scale
-from .prediction import predict_scale
+from .predict import predict_scale
 from .verdict import Verdict
 
 
@@ -49,12 +50,8 @@ def template_labels(workload: Mapping[str, Any],
     (rollout/templateref.go), read through `view`.
     """
     spec = spec_of(workload)
-    if workload.get("kind") == "LeaderWorkerSet":
-        group = spec.get("leaderWorkerTemplate") or {}
-        template = group.get("workerTemplate") if isinstance(group, Mapping) else None
-    else:
-        template = spec.get("template")
-    template = template or {}
+    kind = kind_named(workload.get("kind"))
+    template = (kind.template_of(workload) if kind else spec.get("template")) or {}
     ref = spec.get("workloadRef")
     if not template and view is not None and isinstance(ref, Mapping):
         target = view.workload(str(ref.get("kind") or ""), namespace_of(workload),

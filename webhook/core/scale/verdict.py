@@ -8,14 +8,13 @@ from itertools import compress
 from operator import attrgetter, not_
 from typing import Any
 
+from ..kinds.registry import BY_KIND
 from ..policy.policy import Policy, ScaleDownPolicy
 from ..replicaset.active_pods_with_ranks import RankedPod
 from .prediction import ScalePrediction
 
 RULE_PROTECTED_LAST = "protectedLast"
 RULE_MIN_PROTECTED = "minProtectedReplicas"
-# Kinds that delete by ordinal, where deletion cost plays no part.
-_BY_ORDINAL = ("StatefulSet", "LeaderWorkerSet")
 _MAX_NAMED = 5
 
 NodeLookup = Callable[[str], Mapping[str, Any] | None]
@@ -23,8 +22,16 @@ NodeLookup = Callable[[str], Mapping[str, Any] | None]
 
 @dataclass
 class Violation:
+    """A policy rule the scale-down breaks: what breaks it, and how to scale without."""
+
     rule: str
-    message: str
+    problem: str
+    fix: str = ""  # set by `assess_scale`, which knows the safe replica count
+
+    @property
+    def message(self) -> str:
+        """The problem and its fix, as one sentence (a denial's message)."""
+        return f"{self.problem}; fix: {self.fix}" if self.fix else self.problem
 
 
 @dataclass
@@ -185,7 +192,7 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
         )
     if verdict.violations:
         verdict.allowed = rules.enforcement != "enforce"
-        if prediction.kind not in _BY_ORDINAL:  # deletion cost plays no part there
+        if BY_KIND[prediction.kind].deletion_cost:  # else it plays no part
             _add_cost_hint(verdict, lost_protected, surviving_other, describe)
     return verdict
 
@@ -206,7 +213,7 @@ def _evaluate_stalling(policy: Policy, prediction: ScalePrediction, node_lookup:
         if violation.rule not in judged:
             verdict.violations.append(Violation(violation.rule, (
                 f"while the scale-down waits on {wait.on}, it "
-                f"{violation.message}")))
+                f"{violation.problem}")))
     if verdict.violations:
         verdict.allowed = policy.scale_down.enforcement != "enforce"
     return verdict

@@ -1,5 +1,7 @@
 """The read-only view of the cluster the core predicts from.
 
-- cluster.py   the ClusterView Protocol, its label index, the in-memory Snapshot and the
-               resource table
+- cluster.py       the ClusterView Protocol the core reads
+- label_index.py   one namespace's pods by label: a scale check's owner index
+- snapshot.py      a ClusterView over a fixed set of objects (state files, tests)
+- pods_by_node.py  pods by node, and what each node holds remembered until a pod there changes
 """

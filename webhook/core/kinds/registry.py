@@ -1,0 +1,129 @@
+"""The workload kinds poolguard predicts, one record each, and every table derived from them.
+
+Adding a kind is one package under webhook/core (its controller's port and a predictor)
+and one record in KINDS; the admission routing, the cache's resources, the state files,
+`plan`'s names and help, and the parametrised tests follow from this tuple.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..argorollouts.prediction import predict_rollout_scale
+from ..deployment.prediction import predict_deployment
+from ..leaderworkerset.prediction import predict_leader_worker_set
+from ..replicaset.prediction import predict_replicaset
+from ..statefulset.prediction import predict_statefulset
+from .resource import NAMESPACES, NODES, PODS, REPLICASETS, Resource
+from .workload_kind import WorkloadKind
+
+DEPLOYMENT_CONTROLLER = "system:serviceaccount:kube-system:deployment-controller"
+ROLLOUTS_CONTROLLER = "system:serviceaccount:argo-rollouts:argo-rollouts"
+LWS_CONTROLLER = "system:serviceaccount:lws-system:lws-controller-manager"
+_BY_COST = ("give the pods outside protected pools a lower deletion cost than the protected "
+            "ones, then retry")
+
+KINDS: tuple[WorkloadKind, ...] = (
+    WorkloadKind(Resource("deployments", "Deployment", "apps/v1", True), ("deploy",),
+                 predict_deployment, _BY_COST, template_validated=True,
+                 controller_users=(DEPLOYMENT_CONTROLLER,), names_replicasets=True),
+    WorkloadKind(REPLICASETS, ("rs",), predict_replicaset, _BY_COST, template_validated=True,
+                 controller_users=(DEPLOYMENT_CONTROLLER, ROLLOUTS_CONTROLLER),
+                 names_replicasets=True),
+    WorkloadKind(Resource("statefulsets", "StatefulSet", "apps/v1", True), ("sts",),
+                 predict_statefulset,
+                 "run the highest ordinals outside protected pools (for example with pod "
+                 "affinity or a pool-pinned StatefulSet per pool)",
+                 deletion_cost=False, template_validated=True, controller_users=(LWS_CONTROLLER,),
+                 victim_reason="ordinal outside the new range"),
+    # sigs.k8s.io/lws: one replica is a group of pods (a leader and its workers).
+    WorkloadKind(Resource("leaderworkersets", "LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1",
+                          True, optional=True), ("lws",),
+                 predict_leader_worker_set,
+                 "keep the highest-index groups' pods outside protected pools (a "
+                 "LeaderWorkerSet removes whole groups, highest group index first, and "
+                 "deletion cost plays no part)",
+                 fix_alone=", or scale down fewer groups", unit="group", deletion_cost=False,
+                 template=("leaderWorkerTemplate", "workerTemplate"),
+                 controller_users=(LWS_CONTROLLER,)),
+    # github.com/argoproj/argo-rollouts: a Deployment-like workload that sizes its ReplicaSets.
+    WorkloadKind(Resource("rollouts", "Rollout", "argoproj.io/v1alpha1", True, optional=True),
+                 ("ro",), predict_rollout_scale, _BY_COST,
+                 controller_users=(ROLLOUTS_CONTROLLER,)),
+)
+
+WORKLOADS = tuple(kind.resource for kind in KINDS)
+# Every resource poolguard reads, in the order a saved state lists them (the example
+# state file's order: namespaces, nodes, the apps/v1 workloads, pods), then the custom
+# resources, which are there only when their CRDs are installed.
+RESOURCES: tuple[Resource, ...] = (
+    NAMESPACES, NODES, *(r for r in WORKLOADS if not r.optional), PODS,
+    *(r for r in WORKLOADS if r.optional))
+WORKLOAD_KINDS = tuple(kind.kind for kind in KINDS)
+BY_KIND: dict[str, WorkloadKind] = {kind.kind: kind for kind in KINDS}
+# By (API group, resource): another group's "rollouts" is not an Argo Rollout.
+BY_RESOURCE: dict[tuple[str, str], WorkloadKind] = {(k.group, k.plural): k for k in KINDS}
+WORKLOAD_RESOURCES = {key: kind.kind for key, kind in BY_RESOURCE.items()}
+APPS_WORKLOAD_RESOURCES = {key: kind.kind for key, kind in BY_RESOURCE.items()
+                           if kind.template_validated}
+RESOURCE_OF_KIND = {kind.kind: kind.plural for kind in KINDS}
+KIND_ALIASES = {alias: kind.kind for kind in KINDS for alias in kind.aliases}
+# The accepted spellings, for messages and --help: long names, then the short ones.
+KIND_NAMES = (", ".join(k.kind.lower() for k in KINDS[:-1]) + f" or {KINDS[-1].kind.lower()}")
+KIND_SHORT_NAMES = ", ".join(kind.short_names[0] for kind in KINDS)
+# Every controller identity a kind names: who writes some kind's replicas.
+CONTROLLER_USERS = frozenset(user for kind in KINDS for user in kind.controller_users)
+
+
+def kind_named(kind: str | None) -> WorkloadKind | None:
+    """The record of a kind (`Deployment`, ...), else None."""
+    return BY_KIND.get(kind or "")
+
+
+def is_workload_object(obj: Mapping[str, Any]) -> bool:
+    """Whether `obj` is one of the workloads poolguard reads, by kind and, for the custom
+    resources, API group: another group's `Rollout` is not an Argo Rollout. (The apps/v1
+    kinds are taken by kind alone, whatever apiVersion a state file gives them.)"""
+    return kind_of_object(obj) is not None
+
+
+def kind_of_object(obj: Mapping[str, Any]) -> WorkloadKind | None:
+    """The record of the workload kind `obj` is (see `is_workload_object`), else None."""
+    kind = BY_KIND.get(obj.get("kind") or "")
+    if kind is None:
+        return None
+    api_version = obj.get("apiVersion")
+    if (not kind.custom or not isinstance(api_version, str)
+            or api_version.rpartition("/")[0] == kind.group):
+        return kind
+    return None
+
+
+def canonical_kind(kind: str) -> str | None:
+    """The workload kind (e.g. `Deployment`, `LeaderWorkerSet`) for any accepted
+    spelling, else None."""
+    return KIND_ALIASES.get(kind.lower())
+
+
+def workload_kind(group: str | None, resource: str | None,
+                  kinds: Mapping[tuple[str, str], str] = WORKLOAD_RESOURCES) -> str | None:
+    """The workload kind an admission request's `resource` (group and plural) names.
+
+    The API server always sends the group; a request without one is read as the apps/v1
+    resource of that name, as it always was (never as a custom resource).
+    """
+    if not isinstance(resource, str):
+        return None
+    if group is None:
+        group = "apps"
+    return kinds.get((group, resource))
+
+
+def exempt_users_for(kind: str, exempt_users: tuple[str, ...] | list[str]) -> list[str]:
+    """The exempt users who may scale a workload of `kind`: a controller the registry
+    knows as another kind's (the Deployment controller, for a LeaderWorkerSet) never
+    does."""
+    record = BY_KIND.get(kind)
+    own = record.controller_users if record else ()
+    return [user for user in exempt_users if user not in CONTROLLER_USERS or user in own]

@@ -1,0 +1,90 @@
+"""One kind of workload: everything poolguard knows about it, in one record.
+
+The registry (registry.py) holds one of these per kind; the admission routing, the
+cache's resources, the state files, `plan`'s names and rendering and the tests derive
+from it. Its controller's port lives in one package of the core (replicaset/,
+deployment/, ...), whose predictor the record names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .resource import Resource
+
+if TYPE_CHECKING:
+    from ..scale.prediction import ScalePrediction
+    from ..view.cluster import ClusterView
+
+# (view, workload, to_replicas, now_ns, burst) -> the victims of that scale
+Predictor = Callable[["ClusterView", Mapping[str, Any], int, "int | None", int],
+                     "ScalePrediction"]
+
+
+@dataclass(frozen=True)
+class WorkloadKind:
+    """A workload kind whose scale-downs poolguard predicts and judges."""
+
+    resource: Resource
+    short_names: tuple[str, ...]  # kubectl's short names; the first is plan's own
+    predict: Predictor
+    # How a violation's fix ends for this kind: how to keep protected pods from going.
+    fix: str
+    # The fix when nothing else can be offered (no safe count, no rolling update).
+    fix_alone: str | None = None
+    unit: str = "pod"  # what one replica is: a pod, or a group of pods
+    deletion_cost: bool = True  # whether the pod-deletion-cost annotation steers it
+    # The pod template, as keys under `spec` (a LeaderWorkerSet's is its workers').
+    template: tuple[str, ...] = ("template",)
+    # The API server validates its pod template's annotations (apps/v1 kinds): the
+    # template webhook checks a deletion cost there as the API server would.
+    template_validated: bool = False
+    # The service accounts of the controllers that write its replicas or its children's.
+    controller_users: tuple[str, ...] = ()
+    # Why any victim goes, when one reason fits them all (ordinals); else each its own.
+    victim_reason: str | None = None
+    # Its victims are named with their ReplicaSet (the Deployment controller's kinds).
+    names_replicasets: bool = False
+
+    @property
+    def kind(self) -> str:
+        """The kind, e.g. `Deployment`."""
+        return self.resource.kind
+
+    @property
+    def plural(self) -> str:
+        """The resource, e.g. `deployments`."""
+        return self.resource.name
+
+    @property
+    def group(self) -> str:
+        """The API group, e.g. `apps`."""
+        return self.resource.group
+
+    @property
+    def custom(self) -> bool:
+        """A custom resource: its CRD may be missing, and its group is checked by name."""
+        return self.resource.optional
+
+    @property
+    def chart_switch(self) -> str:
+        """Its `scaleCheck.kinds` switch in the Helm chart (custom resources), e.g.
+        `leaderWorkerSets`."""
+        return f"{self.kind[0].lower()}{self.kind[1:]}s"
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """Every spelling kubectl accepts for it, lower case: the singular, the plural,
+        the short names, and both names qualified with the API group."""
+        singular = self.kind.lower()
+        names = (singular, self.plural, *self.short_names)
+        return (*names, f"{singular}.{self.group}", f"{self.plural}.{self.group}")
+
+    def template_of(self, workload: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The workload's pod template (empty when it has none)."""
+        found: Any = workload.get("spec")
+        for key in self.template:
+            found = found.get(key) if isinstance(found, Mapping) else None
+        return found if isinstance(found, Mapping) else {}
