@@ -44,7 +44,8 @@ KINDS: tuple[WorkloadKind, ...] = (
                  "keep the highest-index groups' pods outside protected pools (a "
                  "LeaderWorkerSet removes whole groups, highest group index first, and "
                  "deletion cost plays no part)",
-                 fix_alone=", or scale down fewer groups", unit="group", deletion_cost=False,
+                 fix_alone=", or scale down fewer groups", unit="group",
+                 unit_parts=("leader", "workers"), deletion_cost=False,
                  template=("leaderWorkerTemplate", "workerTemplate"),
                  controller_users=(LWS_CONTROLLER,)),
     # github.com/argoproj/argo-rollouts: a Deployment-like workload that sizes its ReplicaSets.

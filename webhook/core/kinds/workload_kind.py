@@ -35,6 +35,8 @@ class WorkloadKind:
     # The fix when nothing else can be offered (no safe count, no rolling update).
     fix_alone: str | None = None
     unit: str = "pod"  # what one replica is: a pod, or a group of pods
+    # What plan calls a unit's head pod and its other pods, e.g. ("leader", "workers").
+    unit_parts: tuple[str, str] = ("", "")
     deletion_cost: bool = True  # whether the pod-deletion-cost annotation steers it
     # The pod template, as keys under `spec` (a LeaderWorkerSet's is its workers').
     template: tuple[str, ...] = ("template",)
@@ -73,6 +75,12 @@ class WorkloadKind:
         """Its `scaleCheck.kinds` switch in the Helm chart (custom resources), e.g.
         `leaderWorkerSets`."""
         return f"{self.kind[0].lower()}{self.kind[1:]}s"
+
+    @property
+    def units_key(self) -> str | None:
+        """The plan document's key for its units (`groups`); None when a replica is one
+        pod (the document's `pods` lists those)."""
+        return None if self.unit == "pod" else f"{self.unit}s"
 
     @property
     def aliases(self) -> tuple[str, ...]:

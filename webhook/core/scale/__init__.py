@@ -1,6 +1,7 @@
 """Judging a scale: the victims per workload kind, the policy's verdict, the answer.
 
 - prediction.py     what a prediction says: victims, survivors, pods that wait
+- units.py          the unit of a replica when it is a group of pods, and its fates
 - predict.py        the victims of a scale: the kind's predictor, from the registry
 - requester.py      the answers that depend on who asks, in the webhooks' order
 - verdict.py        a prediction judged against the policy, on the worst case
