@@ -136,8 +136,8 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
             entry[kind.unit] = unit_of.get(entry["name"])
     document.update(frees_fields(view, policy, prediction.victims,
                                  prediction.victims + prediction.survivors))
-    if prediction.child_targets:
-        document["replicaSets"] = {
+    if prediction.child_targets and kind.children_key:
+        document[kind.children_key] = {
             name: {"from": before, "to": after}
             for name, (before, after) in prediction.child_targets.items()
         }

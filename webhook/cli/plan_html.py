@@ -138,13 +138,15 @@ def _legend(per_replica_set: bool, unit: str | None = None) -> str:
 
 
 def _replica_sets(document: Mapping[str, Any]) -> str:
-    sizes = document.get("replicaSets") or {}
+    kind = BY_KIND[document["workload"]["kind"]]
+    sizes = document.get(kind.children_key or "") or {}
     if len(sizes) < 2:
         return ""
+    child = kind.sizes[0]
     rows = "".join(f"<tr><td>{escape(name)}</td><td>{s['from']}</td><td>{s['to']}</td></tr>"
                    for name, s in sizes.items())
-    return ('<h2>ReplicaSets (the Deployment controller splits the change)</h2>'
-            f'<table id="replicasets"><tr><th>ReplicaSet</th><th>from</th><th>to</th></tr>'
+    return (f"<h2>{child}s (the {kind.kind} controller splits the change)</h2>"
+            f'<table id="{child.lower()}s"><tr><th>{child}</th><th>from</th><th>to</th></tr>'
             f"{rows}</table>")
 
 

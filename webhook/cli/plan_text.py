@@ -15,10 +15,10 @@ def render_text(document: Mapping[str, Any]) -> str:
     workload, replicas = document["workload"], document["replicas"]
     lines = [f"{workload['kind']} {workload['namespace']}/{workload['name']}: "
              f"{replicas['from']} -> {replicas['to']} replicas"]
-    for name, sizes in (document.get("replicaSets") or {}).items():
-        if sizes["from"] != sizes["to"]:
-            lines.append(f"  ReplicaSet {name}: {sizes['from']} -> {sizes['to']}")
     kind = BY_KIND[workload["kind"]]
+    for name, sizes in (document.get(kind.children_key or "") or {}).items():
+        if sizes["from"] != sizes["to"]:
+            lines.append(f"  {kind.sizes[0]} {name}: {sizes['from']} -> {sizes['to']}")
     lines.extend(_unit_lines(kind, document.get(kind.units_key or "")))
     victims = document["victims"]
     if not victims and not document["blocked"]:

@@ -27,7 +27,8 @@ _BY_COST = ("give the pods outside protected pools a lower deletion cost than th
 KINDS: tuple[WorkloadKind, ...] = (
     WorkloadKind(Resource("deployments", "Deployment", "apps/v1", True), ("deploy",),
                  predict_deployment, _BY_COST, template_validated=True,
-                 controller_users=(DEPLOYMENT_CONTROLLER,), names_replicasets=True),
+                 controller_users=(DEPLOYMENT_CONTROLLER,), names_replicasets=True,
+                 sizes=("ReplicaSet",), sizing_modelled=True),
     WorkloadKind(REPLICASETS, ("rs",), predict_replicaset, _BY_COST, template_validated=True,
                  controller_users=(DEPLOYMENT_CONTROLLER, ROLLOUTS_CONTROLLER),
                  names_replicasets=True),
@@ -47,11 +48,11 @@ KINDS: tuple[WorkloadKind, ...] = (
                  fix_alone=", or scale down fewer groups", unit="group",
                  unit_parts=("leader", "workers"), deletion_cost=False,
                  template=("leaderWorkerTemplate", "workerTemplate"),
-                 controller_users=(LWS_CONTROLLER,)),
+                 controller_users=(LWS_CONTROLLER,), sizes=("StatefulSet",)),
     # github.com/argoproj/argo-rollouts: a Deployment-like workload that sizes its ReplicaSets.
     WorkloadKind(Resource("rollouts", "Rollout", "argoproj.io/v1alpha1", True, optional=True),
                  ("ro",), predict_rollout_scale, _BY_COST,
-                 controller_users=(ROLLOUTS_CONTROLLER,)),
+                 controller_users=(ROLLOUTS_CONTROLLER,), sizes=("ReplicaSet",)),
 )
 
 WORKLOADS = tuple(kind.resource for kind in KINDS)
@@ -73,6 +74,8 @@ KIND_ALIASES = {alias: kind.kind for kind in KINDS for alias in kind.aliases}
 # The accepted spellings, for messages and --help: long names, then the short ones.
 KIND_NAMES = (", ".join(k.kind.lower() for k in KINDS[:-1]) + f" or {KINDS[-1].kind.lower()}")
 KIND_SHORT_NAMES = ", ".join(kind.short_names[0] for kind in KINDS)
+# The kinds some kind's controller sizes: one of these with a controller owner is sized by it.
+SIZED_KINDS = frozenset(child for kind in KINDS for child in kind.sizes)
 # Every controller identity a kind names: who writes some kind's replicas.
 CONTROLLER_USERS = frozenset(user for kind in KINDS for user in kind.controller_users)
 
@@ -99,6 +102,17 @@ def kind_of_object(obj: Mapping[str, Any]) -> WorkloadKind | None:
             or api_version.rpartition("/")[0] == kind.group):
         return kind
     return None
+
+
+def kind_of_ref(ref: Mapping[str, Any]) -> WorkloadKind | None:
+    """The record of the kind an owner reference names, else None. A reference without
+    apiVersion, or with the core group, is read as an apps/v1 kind's (never a custom
+    resource's)."""
+    kind = BY_KIND.get(ref.get("kind") or "")
+    if kind is None:
+        return None
+    group = str(ref.get("apiVersion") or kind.resource.api_version).rpartition("/")[0]
+    return kind if group == kind.group or (group == "" and not kind.custom) else None
 
 
 def canonical_kind(kind: str) -> str | None:

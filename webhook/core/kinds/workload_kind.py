@@ -47,6 +47,14 @@ class WorkloadKind:
     controller_users: tuple[str, ...] = ()
     # Why any victim goes, when one reason fits them all (ordinals); else each its own.
     victim_reason: str | None = None
+    # The kinds of the children whose replicas its controller writes (a Deployment's
+    # ReplicaSets, a LeaderWorkerSet's StatefulSets): such a child with an owner is sized
+    # by it, so the webhook never blocks the owner's writes and `plan --all-workloads`
+    # plans the owner instead.
+    sizes: tuple[str, ...] = ()
+    # Its writes to its children are modelled here (the Deployment's proportional split),
+    # not left to the owner rule: its controller is exempt by user name instead.
+    sizing_modelled: bool = False
     # Its victims are named with their ReplicaSet (the Deployment controller's kinds).
     names_replicasets: bool = False
 
@@ -81,6 +89,15 @@ class WorkloadKind:
         """The plan document's key for its units (`groups`); None when a replica is one
         pod (the document's `pods` lists those)."""
         return None if self.unit == "pod" else f"{self.unit}s"
+
+    @property
+    def children_key(self) -> str | None:
+        """The plan document's key for its children's sizes (`replicaSets`); None when
+        its controller sizes no child objects."""
+        if not self.sizes:
+            return None
+        child = self.sizes[0]
+        return f"{child[0].lower()}{child[1:]}s"
 
     @property
     def aliases(self) -> tuple[str, ...]:
