@@ -18,12 +18,12 @@ from ..core.kinds.workload_kind import WorkloadKind
 from ..core.objects.kube import name_of, namespace_of, replicas_of
 from ..core.policy.policy import Policy, policy_for
 from ..core.replicaset.active_pods_with_ranks import RankedPod, TieGroup, deciding_rule, is_certain
-from ..core.scale.assessment import Assessment
-from ..core.scale.decision import preview_scale
+from ..core.scale.policy_verdict import placement
 from ..core.scale.requester import answer_requester
+from ..core.scale.safe_replicas import JudgedScale
+from ..core.scale.scope import preview_scale
 from ..core.scale.state_coverage import state_gaps
 from ..core.scale.units import ReplicaUnit
-from ..core.scale.verdict import placement
 from ..core.view.cluster import ClusterView
 from ..errors import InputError
 from .plan_frees import frees_fields
@@ -74,7 +74,7 @@ def plan_workload(view: ClusterView, policy: Policy, workload: Mapping[str, Any]
     return document
 
 
-def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
+def plan_document(view: ClusterView, policy: Policy, assessment: JudgedScale,
                   now_ns: int | None, out_of_scope: str | None = None) -> dict[str, Any]:
     """The plan as a plain dict; `out_of_scope` says why the webhook would not check it."""
     prediction, verdict = assessment.prediction, assessment.verdict
@@ -144,7 +144,7 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
     return document
 
 
-def _pod_entries(view: ClusterView, policy: Policy, assessment: Assessment,
+def _pod_entries(view: ClusterView, policy: Policy, assessment: JudgedScale,
                  victim_reasons: Mapping[str, str]) -> list[dict[str, Any]]:
     """Every active pod of the workload with its place, cost and fate, and why: victims
     numbered in order."""

@@ -36,11 +36,11 @@ from webhook.core.argorollouts.argo_rollout_sync import (
 )
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
-from webhook.core.scale.assessment import assess_scale
 from webhook.core.scale.clamp import clamp_scale_down
-from webhook.core.scale.decision import decide_scale
 from webhook.core.scale.predict import predict_scale
 from webhook.core.scale.prediction import ScalePrediction
+from webhook.core.scale.safe_replicas import assess_scale
+from webhook.core.scale.scope import decide_scale
 from webhook.core.view.snapshot import Snapshot
 
 NOW = parse_time_ns("2026-03-01T00:00:00Z")

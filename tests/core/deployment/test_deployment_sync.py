@@ -23,8 +23,8 @@ from webhook.core.deployment.deployment_util import (
 )
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
-from webhook.core.scale.assessment import assess_scale
 from webhook.core.scale.predict import predict_scale
+from webhook.core.scale.safe_replicas import assess_scale
 from webhook.core.view.snapshot import Snapshot
 
 NEW_TS = "2016-05-20T02:00:00Z"  # newTimestamp

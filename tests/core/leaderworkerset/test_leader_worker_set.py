@@ -23,10 +23,10 @@ from webhook.core.cost.mutation import SKIP_LABEL
 from webhook.core.leaderworkerset.leader_worker_set import rolling_update_replicas
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
-from webhook.core.scale.assessment import assess_scale
 from webhook.core.scale.clamp import clamp_scale_down
-from webhook.core.scale.decision import out_of_scope_reason
 from webhook.core.scale.predict import predict_scale
+from webhook.core.scale.safe_replicas import assess_scale
+from webhook.core.scale.scope import out_of_scope_reason
 from webhook.core.view.snapshot import Snapshot
 
 NOW = parse_time_ns("2026-03-15T12:00:00Z")

@@ -12,23 +12,25 @@ from ..kinds.registry import BY_KIND
 from ..policy.policy import Policy
 from ..replicaset.replicaset_sync import BURST_REPLICAS
 from ..view.cluster import ClusterView
+from .policy_verdict import PolicyVerdict, Protection, evaluate, protection, worst_case_victims
 from .predict import predict_scale
 from .prediction import ScalePrediction
 from .units import POSSIBLE_VICTIM
-from .verdict import Protection, Verdict, evaluate, protection, worst_case_victims
 
 _NODE_NAME = attrgetter("facts.node_name")
 
 
 @dataclass
-class Assessment:
+class JudgedScale:
+    """A scale's prediction and the policy's verdict on it, with the safe count and fix."""
+
     prediction: ScalePrediction
-    verdict: Verdict
+    verdict: PolicyVerdict
 
 
 def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
                  to_replicas: int, now_ns: int | None, quick: bool = False,
-                 burst: int = BURST_REPLICAS) -> Assessment:
+                 burst: int = BURST_REPLICAS) -> JudgedScale:
     """Predict the victims of scaling `workload` to `to_replicas` and judge them.
 
     The safe replica count comes with every verdict, except with `quick` (the webhook,
@@ -48,7 +50,7 @@ def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
         fix = _fix_text(prediction, verdict.safe_replicas)
         for violation in verdict.violations:
             violation.fix = fix
-    return Assessment(prediction, verdict)
+    return JudgedScale(prediction, verdict)
 
 
 def removes_protected(view: ClusterView, policy: Policy, prediction: ScalePrediction) -> bool:
