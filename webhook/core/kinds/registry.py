@@ -76,6 +76,9 @@ KIND_NAMES = (", ".join(k.kind.lower() for k in KINDS[:-1]) + f" or {KINDS[-1].k
 KIND_SHORT_NAMES = ", ".join(kind.short_names[0] for kind in KINDS)
 # The kinds some kind's controller sizes: one of these with a controller owner is sized by it.
 SIZED_KINDS = frozenset(child for kind in KINDS for child in kind.sizes)
+# What some kind's predictor reads of a pod beyond `PodFacts` (the live cache keeps it).
+POD_FIELDS = tuple(dict.fromkeys(path for kind in KINDS for path in kind.pod_fields))
+POD_CONDITIONS = frozenset(condition for kind in KINDS for condition in kind.pod_conditions)
 # Every controller identity a kind names: who writes some kind's replicas.
 CONTROLLER_USERS = frozenset(user for kind in KINDS for user in kind.controller_users)
 

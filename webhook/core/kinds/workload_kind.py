@@ -55,6 +55,11 @@ class WorkloadKind:
     # Its writes to its children are modelled here (the Deployment's proportional split),
     # not left to the owner rule: its controller is exempt by user name instead.
     sizing_modelled: bool = False
+    # What its predictor reads of a pod beyond `PodFacts`, so that the live cache's
+    # compact pods keep it: dotted paths (`metadata.finalizers`), and the types of the
+    # `status.conditions` it reads.
+    pod_fields: tuple[str, ...] = ()
+    pod_conditions: tuple[str, ...] = ()
     # Its victims are named with their ReplicaSet (the Deployment controller's kinds).
     names_replicasets: bool = False
 
