@@ -21,8 +21,9 @@ from webhook.cli.main import main
 from webhook.cluster.kubeclient import api_client_from
 from webhook.cluster.live import LiveCluster, read_snapshot
 from webhook.cluster.state import EXAMPLE_STATE, load_state
+from webhook.core.kinds.registry import KINDS
 
-CUSTOM = ("leaderworkersets", "rollouts")
+CUSTOM = tuple(kind.plural for kind in KINDS if kind.custom)
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def test_without_the_crds_the_cache_is_synced_fresh_and_quiet(
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     # Said once per kind, not at every re-check.
     said = [r.getMessage() for r in caplog.records if "not installed" in r.getMessage()]
-    assert len(said) == 2, said
+    assert len(said) == len(CUSTOM), said
     assert api.watch_count("/leaderworkersets") == api.watch_count("/rollouts") == 0
 
 
