@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..argorollouts.prediction import predict_rollout_scale
+from ..cloneset.cloneset_pod import POD_CONDITIONS as CLONESET_POD_CONDITIONS
+from ..cloneset.cloneset_pod import POD_FIELDS as CLONESET_POD_FIELDS
+from ..cloneset.prediction import predict_cloneset
 from ..deployment.prediction import predict_deployment
 from ..leaderworkerset.prediction import predict_leader_worker_set
 from ..replicaset.prediction import predict_replicaset
@@ -53,6 +56,14 @@ KINDS: tuple[WorkloadKind, ...] = (
     WorkloadKind(Resource("rollouts", "Rollout", "argoproj.io/v1alpha1", True, optional=True),
                  ("ro",), predict_rollout_scale, _BY_COST,
                  controller_users=(ROLLOUTS_CONTROLLER,), sizes=("ReplicaSet",)),
+    # github.com/openkruise/kruise: deletes specified pods and old revisions first, then
+    # by rules like a ReplicaSet's (the deletion cost counts).
+    WorkloadKind(Resource("clonesets", "CloneSet", "apps.kruise.io/v1alpha1", True,
+                          optional=True), ("clone",), predict_cloneset,
+                 "give the pods outside protected pools a lower deletion cost than the "
+                 "protected ones (pods of an old revision and pods specified for deletion go "
+                 "before any cost decides), then retry",
+                 pod_fields=CLONESET_POD_FIELDS, pod_conditions=CLONESET_POD_CONDITIONS),
 )
 
 WORKLOADS = tuple(kind.resource for kind in KINDS)
