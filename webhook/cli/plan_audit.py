@@ -15,12 +15,12 @@ from .plan_lookup import PlanError
 
 def audit_workloads(view: Snapshot, policy: Policy, delta: int | None, replicas: int | None,
                     now_ns: int | None, as_user: str | None = None) -> list[dict[str, Any]]:
-    """A plan for every workload a person scales (Deployments, StatefulSets,
-    LeaderWorkerSets, Rollouts, bare ReplicaSets).
+    """A plan for every workload a person scales: every kind of the registry.
 
-    ReplicaSets an owner sizes (a Deployment, a Rollout) are left out, and so are the
-    StatefulSets of a LeaderWorkerSet: their owner is planned instead. A workload already
-    at 0 has no scale-down to check and is left out too.
+    The children an owner sizes (a Deployment's or Rollout's ReplicaSets, a
+    LeaderWorkerSet's StatefulSets: `_sized_by_planned_owner`) are left out: their owner
+    is planned instead. A workload already at 0 has no scale-down to check and is left
+    out too.
     """
     documents = []
     for workload in sorted(view.workloads(), key=lambda w: (namespace_of(w), w.get("kind") or "",
