@@ -227,8 +227,8 @@ def predicted(env: Environment, namespace: str, name: str, target: int,
     command a user runs, reading the cluster as it is now.
 
     `plan` saves the state it read (`--save-state`, to `saved` or a temporary file) and is
-    run again on that file, so the live cache's pods and a state file's must give the same
-    prediction. With `change` (spec fields the scale request also sets, such as
+    run again on that file: plan on the cluster and plan on the state it saved must agree.
+    With `change` (spec fields the scale request also sets, such as
     `scaleStrategy.podsToDelete`) the second run reads the CloneSet as that request will
     leave it, and its answer is the one returned.
     """
