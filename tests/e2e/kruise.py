@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -156,6 +156,7 @@ def caught_up(env: Environment, namespace: str, name: str, updated: int | None =
     return updated is None or status.get("updatedReplicas") == updated
 
 
+T = TypeVar("T")
 Place = Callable[[Mapping[str, Any]], None]  # binds and starts one new pod as it chooses
 
 
@@ -221,16 +222,19 @@ def _find(tree: Any, key: str) -> Any:
 
 
 def predicted(env: Environment, namespace: str, name: str, target: int,
-              change: Mapping[str, Any] | None = None,
-              saved: Path | None = None) -> dict[str, Any]:
-    """What `plan --workload clone/NS/NAME --output json` says of a scale to `target`: the
-    command a user runs, reading the cluster as it is now.
+              then: Callable[[], T], change: Mapping[str, Any] | None = None,
+              saved: Path | None = None) -> tuple[dict[str, Any], T]:
+    """What `plan --workload clone/NS/NAME --output json` says of a scale to `target` (the
+    command a user runs, reading the cluster as it is now), and what `then` (the scale)
+    returned, run right after it.
 
     `plan` saves the state it read (`--save-state`, to `saved` or a temporary file) and is
-    run again on that file: plan on the cluster and plan on the state it saved must agree.
+    run again on that file, with the same clock, after `then`: plan on the cluster and plan
+    on the state it saved must agree. (The replay comes after the scale so that no pod
+    passes `minReadySeconds` between plan's reading and the scale that plan did not see.)
     With `change` (spec fields the scale request also sets, such as
-    `scaleStrategy.podsToDelete`) the second run reads the CloneSet as that request will
-    leave it, and its answer is the one returned.
+    `scaleStrategy.podsToDelete`) the replay reads the CloneSet as that request leaves it,
+    and its answer is the one returned.
     """
     ref, now = f"clone/{namespace}/{name}", format_time_ns(time.time_ns())
     if saved is None:
@@ -238,6 +242,7 @@ def predicted(env: Environment, namespace: str, name: str, target: int,
         os.close(handle)
         saved = Path(path)
     live = plan(env, ref, target, "--now", now, "--save-state", str(saved))
+    outcome = then()
     state = yaml.safe_load(saved.read_text())
     for item in state["items"]:
         if (item.get("kind"), item["metadata"].get("namespace"),
@@ -252,7 +257,7 @@ def predicted(env: Environment, namespace: str, name: str, target: int,
         assert _fates(replayed) == _fates(live), (
             f"plan on the live cluster and on the state it saved disagree:\n"
             f"live {_fates(live)}\nstate file {_fates(replayed)}")
-    return replayed
+    return replayed, outcome
 
 
 def _fates(document: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.controlplane import wait_for
 from tests.e2e.fake_kubelet import STRATEGIC, pod_status
 from tests.e2e.harness import Environment, node_names
 from tests.e2e.kruise import (
@@ -81,8 +82,8 @@ def test_scale_subresource_deletes_the_predicted_hybrid_pods(
     apply(env, ns, cloneset("llm", 6))
     drive(env, ns, "llm", placer(env, ns, ["inference", "hybrid"]), set())
     before = active_pods(env, ns)
-    document = predicted(env, ns, "llm", 3)
-    done = env.kubectl("-n", ns, "scale", "clonesets.apps.kruise.io/llm", "--replicas=3")
+    document, done = predicted(env, ns, "llm", 3, lambda: env.kubectl(
+        "-n", ns, "scale", "clonesets.apps.kruise.io/llm", "--replicas=3"))
     assert done.code == 0, str(done)
     settle_after_scale(env, ns, "llm")
     deleted = deleted_since(before, active_pods(env, ns))
@@ -112,9 +113,9 @@ def test_replicas_patch_takes_named_then_old_revision_pods_first(
     named = sorted(set(before) - old)[0]
     change = {"replicas": 3, "scaleStrategy": {"podsToDelete": [named]},
               "updateStrategy": {**current["spec"]["updateStrategy"], "partition": 0}}
-    document = predicted(env, ns, "llm", 3, change)
-    done = env.kubectl("-n", ns, "patch", "clonesets.apps.kruise.io", "llm", "--type=merge",
-                       "-p", json.dumps({"spec": change}))
+    document, done = predicted(env, ns, "llm", 3, lambda: env.kubectl(
+        "-n", ns, "patch", "clonesets.apps.kruise.io", "llm", "--type=merge",
+        "-p", json.dumps({"spec": change})), change)
     assert done.code == 0, str(done)
     settle_after_scale(env, ns, "llm")
     deleted = deleted_since(before, active_pods(env, ns))
@@ -130,19 +131,24 @@ def test_an_unsafe_scale_down_is_denied_as_plan_says(
     `clonesets/scale` and through a `spec.replicas` patch; nothing is deleted."""
     ns = env.new_namespace(f"cloneset-unsafe-{how}")
     apply(env, ns, cloneset("llm", 3))
-    drive(env, ns, "llm", placer(env, ns, ["inference", "hybrid"], frozenset({0})), set())
+    place, placed = placer(env, ns, ["inference", "hybrid"], frozenset({0})), set()
+
+    def all_bound() -> bool:  # the scenario needs every pod on its pool
+        drive(env, ns, "llm", place, placed)
+        return all(p["spec"].get("nodeName") for p in active_pods(env, ns).values())
+
+    wait_for(f"every pod of {ns}/llm bound", all_bound, timeout=120)
     wait_webhook_reads_clonesets(env)
     env.set_policy(enforcement="enforce")
     try:
-        document = predicted(env, ns, "llm", 2)
-        assert document["allowed"] is False, json.dumps(document, indent=2)
         before = active_pods(env, ns)
         if how == "scale":
-            done = env.kubectl("-n", ns, "scale", "clonesets.apps.kruise.io/llm",
-                               "--replicas=2")
+            scale = ["scale", "clonesets.apps.kruise.io/llm", "--replicas=2"]
         else:
-            done = env.kubectl("-n", ns, "patch", "clonesets.apps.kruise.io", "llm",
-                               "--type=merge", "-p", '{"spec":{"replicas":2}}')
+            scale = ["patch", "clonesets.apps.kruise.io", "llm", "--type=merge", "-p",
+                     '{"spec":{"replicas":2}}']
+        document, done = predicted(env, ns, "llm", 2, lambda: env.kubectl("-n", ns, *scale))
+        assert document["allowed"] is False, json.dumps(document, indent=2)
         assert done.code != 0, str(done)
         assert 'admission webhook "scale.poolguard.dev" denied the request' in done.stderr, \
             done.stderr

@@ -145,20 +145,21 @@ class CloneSetState:
             change["scaleStrategy"] = {"podsToDelete": [rng.choice(sorted(before))]}
         self.description += f" -> {target} by {how} {change.get('scaleStrategy', '')}"
         state = self.out / f"seed-{self.seed}.state.yaml"
-        document = predicted(self.env, self.ns, "c", target, change, saved=state)
-        predicted_at = time.monotonic()
         if how == "scale":
-            done = self.env.kubectl("-n", self.ns, "scale", "clonesets.apps.kruise.io/c",
-                                    f"--replicas={target}")
+            scale = ["scale", "clonesets.apps.kruise.io/c", f"--replicas={target}"]
         else:
-            done = self.env.kubectl("-n", self.ns, "patch", "clonesets.apps.kruise.io", "c",
-                                    "--type=merge", "-p", json.dumps({"spec": change}))
+            scale = ["patch", "clonesets.apps.kruise.io", "c", "--type=merge", "-p",
+                     json.dumps({"spec": change})]
+        predicted_at = time.monotonic()
+        document, done = predicted(self.env, self.ns, "c", target,
+                                   lambda: self.env.kubectl("-n", self.ns, *scale), change,
+                                   saved=state)
         assert done.code == 0, str(done)
         settle_after_scale(self.env, self.ns, "c")
         deleted = deleted_since(before, active_pods(self.env, self.ns))
         self.description += (
             f" victims={len(document['victims'])} blocked={len(document['blocked'])}"
-            f" deleted={len(deleted)} [build {built - started:.0f}s, scale "
+            f" deleted={len(deleted)} [build {built - started:.0f}s, plan and scale "
             f"{time.monotonic() - predicted_at:.0f}s]")
         problems = list(compare(document, deleted).problems)
         if problems:
