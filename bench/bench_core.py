@@ -21,7 +21,7 @@ from collections.abc import Callable
 from tests.support import factories as f
 from webhook.core.objects.kube import format_time_ns, parse_time_ns
 from webhook.core.policy.policy import default_policy
-from webhook.core.scale.assessment import Assessment, assess_scale
+from webhook.core.scale.safe_replicas import JudgedScale, assess_scale
 from webhook.core.view.snapshot import Snapshot
 
 from .baseline import BASELINE_COMMIT, core_module, load_core
@@ -66,7 +66,7 @@ def cpu_ms(run: Callable[[], object]) -> float:
     return (time.process_time() - started) * 1000
 
 
-def outcome(assessment: Assessment) -> tuple:
+def outcome(assessment: JudgedScale) -> tuple:
     """The prediction of an assessment, for the old-versus-new comparison.
 
     Victims, survivors and ranks only. Not the safe replica count: the old core gave it
@@ -90,7 +90,7 @@ class Side:
         facts = getattr(self.view, "pod_facts", None)
         self.facts_ms = cpu_ms(lambda: facts("ml")) if facts else 0.0
 
-    def run(self, keep: float) -> Assessment:
+    def run(self, keep: float) -> JudgedScale:
         target = int(len(self.view.pods("ml")) * keep)
         return self.assess(self.view, self.policy, self.workload, target, NOW)
 

@@ -21,8 +21,8 @@ from tests.support import factories as f
 from webhook.core.deployment.deployment_util import MAX_REPLICAS_ANNOTATION
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import default_policy
-from webhook.core.scale.decision import decide_scale, preview_scale
 from webhook.core.scale.predict import predict_scale
+from webhook.core.scale.scope import decide_scale, preview_scale
 from webhook.core.view.snapshot import Snapshot
 
 from .results import record

@@ -74,3 +74,37 @@ def test_its_scale_requests_are_routed_to_the_scale_check(kind, handler):
                                         version="v1", user=user))
     assert handler(ours, ctx).outcome != Outcome.IGNORED
     assert handler(theirs, ctx).outcome == Outcome.IGNORED
+
+
+@BY_NAME
+def test_the_live_cache_keeps_what_the_kinds_predictor_reads_of_a_pod(kind):
+    """Live and state-file predictions agree only if the compact pod keeps every field
+    the predictor reads beyond `PodFacts`."""
+    from webhook.cluster.compact import compact_pod
+
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p", "namespace": "ns", "finalizers": ["example.com/hold"]},
+           "spec": {"nodeName": "n"},
+           "status": {"phase": "Running", "conditions": [
+               {"type": condition, "status": "False"} for condition in kind.pod_conditions]}}
+    copy = compact_pod(pod)
+    for path in kind.pod_fields:
+        source, kept = pod, copy
+        for key in path.split("."):
+            source, kept = source.get(key, {}), kept.get(key, {})
+        assert kept == source, path
+    assert [c["type"] for c in copy["status"].get("conditions", [])] == list(kind.pod_conditions)
+
+
+def test_a_compact_pod_keeps_the_fields_and_conditions_it_is_asked_for():
+    from webhook.cluster.compact import compact_pod
+
+    pod = {"metadata": {"name": "p", "finalizers": ["a"], "generateName": "x"},
+           "status": {"conditions": [{"type": "Ready", "status": "True"},
+                                     {"type": "InPlaceUpdateReady", "status": "False"}]}}
+    copy = compact_pod(pod, ("metadata.finalizers", "spec.missing"),
+                       frozenset({"InPlaceUpdateReady"}))
+    assert copy["metadata"]["finalizers"] == ["a"] and "generateName" not in copy["metadata"]
+    assert copy["status"]["conditions"] == [{"type": "InPlaceUpdateReady", "status": "False"}]
+    assert "missing" not in copy["spec"]
+    assert "finalizers" not in compact_pod(pod, (), frozenset())["metadata"]

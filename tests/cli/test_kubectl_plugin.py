@@ -172,7 +172,8 @@ def test_the_installed_policy_is_the_one_judged(cluster: tuple[FakeKubeAPI, Path
 
 @pytest.mark.parametrize(("args", "message"), [
     (["plan", "pods/x", "--replicas", "1"],
-     "TYPE must be a deployment, replicaset, statefulset, leaderworkerset or rollout"),
+     "TYPE must be a deployment, replicaset, statefulset, leaderworkerset, rollout or "
+     "cloneset"),
     (["plan", "llm-serve", "--replicas", "1"], "expected TYPE/NAME or TYPE NAME"),
     (["plan", "deploy/x", "--replicas", "1", "--context", "nope"],
      "--context nope: no such context"),

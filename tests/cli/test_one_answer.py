@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cli.test_plan_kinds import lws_objects, rollout_objects
+from tests.cli.test_plan_kinds import cloneset_objects, lws_objects, rollout_objects
 from tests.support import factories as f
 from tests.support.kubeapi import items_of
 from webhook.cli.main import main
@@ -24,14 +24,14 @@ NOW = "2026-11-22T12:00:00Z"
 # One workload of every kind in the state below, by kind.
 EXAMPLES = {"Deployment": "deploy/ml/llm-serve", "ReplicaSet": "rs/ml/gpu-probe",
             "StatefulSet": "sts/ml/kv-cache", "LeaderWorkerSet": "lws/ml/llm",
-            "Rollout": "ro/ml/canary"}
+            "Rollout": "ro/ml/canary", "CloneSet": "clone/ml/llm-clone"}
 
 
 @pytest.fixture
 def state(tmp_path: Path) -> Path:
     path = tmp_path / "state.yaml"
     objects = [*items_of(yaml.safe_load_all(EXAMPLE_STATE.read_text())),
-               *lws_objects(2), *rollout_objects(3)]
+               *lws_objects(2), *rollout_objects(3), *cloneset_objects(2)]
     path.write_text(yaml.safe_dump(f.kube_list(*objects)))
     return path
 

@@ -13,7 +13,7 @@ from webhook.cli.plan_html import render_html
 from webhook.cli.plan_text import render_text
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
-from webhook.core.scale.assessment import assess_scale
+from webhook.core.scale.safe_replicas import assess_scale
 from webhook.core.view.snapshot import Snapshot
 
 NOW = parse_time_ns("2026-03-15T12:00:00Z")

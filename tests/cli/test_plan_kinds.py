@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support import cloneset_factories as cf
 from tests.support import factories as f
 from tests.support.kubeapi import items_of
 from tests.support.lws_factories import leader_worker_set
@@ -44,6 +45,13 @@ def rollout_objects(replicas: int) -> list[dict]:
     stable = f.replicaset("canary-5d8", replicas=2, owner=ro)
     other_group = {**argo_rollout("other", 3), "apiVersion": "example.com/v1"}
     return [ro, stable, other_group]
+
+
+def cloneset_objects(replicas: int) -> list[dict]:
+    """A CloneSet and its pods, one on each pool's node of the example state."""
+    clone = cf.cloneset("llm-clone", replicas=replicas)
+    return [clone, *(cf.clone_pod(clone, f"llm-clone-{i}", node)
+                     for i, node in enumerate(("gpu-inf-1", "gpu-hyb-1")[:replicas]))]
 
 
 @pytest.fixture
@@ -87,12 +95,12 @@ def test_another_groups_rollout_is_not_an_argo_rollout(state, capsys):
 
 
 def test_an_unknown_kind_lists_every_accepted_spelling(state, capsys):
-    code, _, err = run(capsys, "--state", str(state), "--workload", "cloneset/ml/x",
+    code, _, err = run(capsys, "--state", str(state), "--workload", "widget/ml/x",
                        "--replicas", "1")
     assert code == 2
-    assert err == ("error: --workload 'cloneset/ml/x': unknown kind 'cloneset' (use "
-                   "deployment, replicaset, statefulset, leaderworkerset or rollout, or "
-                   "deploy, rs, sts, lws, ro)\n")
+    assert err == ("error: --workload 'widget/ml/x': unknown kind 'widget' (use "
+                   "deployment, replicaset, statefulset, leaderworkerset, rollout or "
+                   "cloneset, or deploy, rs, sts, lws, ro, clone)\n")
 
 
 @pytest.mark.parametrize(("ref", "kind"), [("lws/ml/llm", "LeaderWorkerSet"),

@@ -108,7 +108,7 @@ def test_a_state_file_without_workloads_says_so(tmp_path):
     result = plan("--state", str(nodes_only), "--workload", "deploy/ml/x", "--replicas", "1")
     assert result.returncode == 2
     assert ("Deployment ml/x: not found in the cluster state, which holds no Deployments, "
-            "ReplicaSets, StatefulSets, LeaderWorkerSets or Rollouts") in result.stderr
+            "ReplicaSets, StatefulSets, LeaderWorkerSets, Rollouts or CloneSets") in result.stderr
 
 
 # --- the audit over every workload ----------------------------------------------------

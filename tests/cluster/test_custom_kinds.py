@@ -1,4 +1,4 @@
-"""The live cache and `plan` read LeaderWorkerSets and Rollouts where their CRDs exist.
+"""The live cache and `plan` read the custom workload kinds where their CRDs exist.
 
 A cluster without the CRDs is the usual case: the cache is synced, fresh and quiet
 without them, and notices a CRD installed (or removed) later.
@@ -9,10 +9,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from tests.support import cloneset_factories as cf
 from tests.support import factories as f
 from tests.support.kubeapi import FakeKubeAPI, items_of, wait_until
 from tests.support.lws_factories import leader_worker_set
@@ -21,8 +23,13 @@ from webhook.cli.main import main
 from webhook.cluster.kubeclient import api_client_from
 from webhook.cluster.live import LiveCluster, read_snapshot
 from webhook.cluster.state import EXAMPLE_STATE, load_state
+from webhook.core.kinds.registry import KINDS
+from webhook.core.objects.kube import parse_time_ns
+from webhook.core.scale.predict import predict_scale
+from webhook.core.view.snapshot import Snapshot
 
-CUSTOM = ("leaderworkersets", "rollouts")
+CUSTOM = tuple(kind.plural for kind in KINDS if kind.custom)
+NOW_NS = parse_time_ns("2026-11-22T12:00:00Z")
 
 
 @pytest.fixture
@@ -56,7 +63,7 @@ def test_without_the_crds_the_cache_is_synced_fresh_and_quiet(
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     # Said once per kind, not at every re-check.
     said = [r.getMessage() for r in caplog.records if "not installed" in r.getMessage()]
-    assert len(said) == 2, said
+    assert len(said) == len(CUSTOM), said
     assert api.watch_count("/leaderworkersets") == api.watch_count("/rollouts") == 0
 
 
@@ -154,3 +161,34 @@ def test_save_state_keeps_the_custom_kinds_and_plan_finds_them(
     state = load_state(saved)
     assert state.workload("LeaderWorkerSet", "ml", "llm")["spec"]["replicas"] == 2
     assert state.workload("Rollout", "ml", "canary")["spec"]["replicas"] == 3
+
+
+def test_the_cache_predicts_a_cloneset_as_its_state_file_does(api: FakeKubeAPI,
+                                                               cluster: LiveCluster) -> None:
+    """The compact pods keep what the CloneSet predictor reads beyond the ranking's facts
+    (a preDelete hook's finalizer, the InPlaceUpdateReady condition): the webhook's cache
+    and a state file give the same victims."""
+    hook = {"preDelete": {"finalizersHandler": ["example.com/drain"]}}
+    clone = cf.cloneset("llm", replicas=4, spec={"lifecycle": hook})
+    in_place = cf.clone_pod(clone, "llm-updating", "hyb-2", cost="-50")
+    in_place["status"]["conditions"].append({"type": "InPlaceUpdateReady", "status": "False"})
+    objects = [f.node("inf-1", "inference"), f.node("hyb-1", "hybrid"),
+               f.node("hyb-2", "hybrid"), clone, in_place,
+               cf.clone_pod(clone, "llm-drained", "hyb-1", cost="-100",
+                            finalizers=["example.com/drain"]),
+               *(cf.clone_pod(clone, f"llm-{i}", "inf-1", cost="1000") for i in range(2))]
+    api.install_crd("CloneSet")
+    api.put(*objects)
+    cluster.start()
+    assert cluster.wait_for_sync(5)
+    wait_until(lambda: cluster.workload("CloneSet", "ml", "llm"), message="the CloneSet")
+    wait_until(lambda: len(cluster.pods("ml")) == 4, message="the pods")
+
+    def fates(view: Any) -> tuple[list[str], list[str]]:
+        prediction = predict_scale(view, clone, 2, NOW_NS)
+        return ([p.name for p in prediction.victims],
+                [b.pod.name for b in prediction.blocked])
+
+    from_file = fates(Snapshot(objects))
+    assert from_file == (["llm-updating"], ["llm-drained"])
+    assert fates(cluster) == from_file

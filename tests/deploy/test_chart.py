@@ -27,6 +27,7 @@ import yaml
 from certs import pki
 from certs.cli import build_parser as certs_parser
 from webhook.cluster.state import load_policy
+from webhook.core.kinds.registry import KINDS
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "poolguard"
@@ -545,8 +546,8 @@ def test_null_and_empty_values_remove_the_default_scheduling() -> None:
         assert "affinity" not in pod and "topologySpreadConstraints" not in pod
 
 
-CUSTOM_KINDS = {"leaderWorkerSets": ("leaderworkerset.x-k8s.io", "leaderworkersets"),
-                "rollouts": ("argoproj.io", "rollouts")}
+# Every custom resource of the registry, by its chart switch: (API group, resource).
+CUSTOM_KINDS = {kind.chart_switch: (kind.group, kind.plural) for kind in KINDS if kind.custom}
 
 
 def _scale_rule_groups(objects: list[dict[str, Any]]) -> dict[str, list[tuple[str, ...]]]:
@@ -582,9 +583,8 @@ def test_each_custom_kind_is_switched_off_alone(switched_off: str) -> None:
                       != ("ClusterRole", "poolguard-webhook")]
 
 
-def test_both_custom_kinds_off_leave_the_apps_rules() -> None:
-    off = render(sets=("scaleCheck.kinds.leaderWorkerSets=false",
-                       "scaleCheck.kinds.rollouts=false"))
+def test_every_custom_kind_off_leaves_the_apps_rules() -> None:
+    off = render(sets=tuple(f"scaleCheck.kinds.{switch}=false" for switch in CUSTOM_KINDS))
     for name, pairs in _scale_rule_groups(off).items():
         assert {group for group, _ in pairs} == {"apps"}, name
     assert {group for group, _ in _webhook_role_groups(off)} == {"", "apps"}

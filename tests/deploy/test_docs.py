@@ -44,7 +44,7 @@ from tests.support.kubeapi import FakeKubeAPI
 from tests.support.lws_factories import lws_state
 from webhook.cli.plan_document import plan_document
 from webhook.core.policy.policy import parse_policy
-from webhook.core.scale.assessment import assess_scale
+from webhook.core.scale.safe_replicas import assess_scale
 from webhook.core.view.snapshot import Snapshot
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

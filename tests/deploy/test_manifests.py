@@ -37,6 +37,7 @@ from tests.support.install import (
     run,
     webhooks,
 )
+from webhook.core.kinds.registry import KINDS
 
 # =========================================================================== manifests
 
@@ -168,11 +169,11 @@ def test_validating_webhooks(overlay: str) -> None:
          "resources": ["deployments", "replicasets", "statefulsets"]},
         # The custom resources by their own group and served version; Equivalent maps a
         # request through another version of the same resource onto these.
-        {"apiGroups": ["leaderworkerset.x-k8s.io"], "apiVersions": ["v1"],
-         "scope": "Namespaced", "operations": ["UPDATE"],
-         "resources": ["leaderworkersets", "leaderworkersets/scale"]},
-        {"apiGroups": ["argoproj.io"], "apiVersions": ["v1alpha1"], "scope": "Namespaced",
-         "operations": ["UPDATE"], "resources": ["rollouts", "rollouts/scale"]},
+        *({"apiGroups": [kind.group],
+           "apiVersions": [kind.resource.api_version.rpartition("/")[2]],
+           "scope": "Namespaced", "operations": ["UPDATE"],
+           "resources": [kind.plural, f"{kind.plural}/scale"]}
+          for kind in KINDS if kind.custom),
     ]
     assert scale["matchPolicy"] == "Equivalent"
     assert workloads["rules"] == [{**apps, "operations": ["CREATE", "UPDATE"],
@@ -451,8 +452,8 @@ def test_rbac_is_least_privilege() -> None:
     webhook = {("", r, v, ()) for r in ("pods", "nodes", "namespaces") for v in watch}
     webhook |= {("apps", r, v, ()) for r in ("deployments", "replicasets", "statefulsets")
                 for v in watch}
-    webhook |= {(g, r, v, ()) for g, r in (("leaderworkerset.x-k8s.io", "leaderworkersets"),
-                                           ("argoproj.io", "rollouts")) for v in watch}
+    webhook |= {(kind.group, kind.plural, v, ()) for kind in KINDS if kind.custom
+                for v in watch}
     assert _rules(find(objects, "ClusterRole", "poolguard-webhook")) == webhook
     reconciler = {("", "pods", v, ()) for v in (*read, "patch")}
     reconciler |= {("", r, v, ()) for r in ("nodes", "namespaces") for v in watch}

@@ -10,26 +10,28 @@ to it. The controller runs as a process like the other components, as the Servic
 not run (the manifests below spell out the defaults its defaulting webhook would set), nor
 does its leader election.
 
-The prediction is the pure core's (`webhook.core.cloneset`) on the objects read from the
-cluster just before the scale, until `plan` knows the kind.
+The prediction is `plan --workload clone/NS/NAME --output json`, run as a user runs it on
+the cluster just before the scale, and again on the state it saved (`predicted`).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from tests.e2e.controlplane import Process, kubeconfig_text, wait_for
 from tests.e2e.fake_kubelet import MANUAL_LABEL
 from tests.e2e.harness import Environment, is_active
-from webhook.core.cloneset.prediction import predict_cloneset
-from webhook.core.view.snapshot import Snapshot
+from tests.e2e.workloads import plan
+from webhook.core.objects.kube import format_time_ns
 
 API = "apps.kruise.io/v1alpha1"
 CRD = "clonesets.apps.kruise.io"
@@ -154,6 +156,7 @@ def caught_up(env: Environment, namespace: str, name: str, updated: int | None =
     return updated is None or status.get("updatedReplicas") == updated
 
 
+T = TypeVar("T")
 Place = Callable[[Mapping[str, Any]], None]  # binds and starts one new pod as it chooses
 
 
@@ -194,21 +197,72 @@ def settle_after_scale(env: Environment, namespace: str, name: str, quiet: float
     wait_for(f"CloneSet {namespace}/{name} to settle", check, timeout=timeout, interval=0.5)
 
 
-def predicted(env: Environment, cloneset_obj: Mapping[str, Any], target: int) -> dict[str, Any]:
-    """The prediction for the cluster as it is now, in plan's JSON shape (victims with their
-    `certain` flag, possibleVictims, blocked), for `workloads.compare`."""
-    namespace = cloneset_obj["metadata"]["namespace"]
-    nodes = env.api_get("/api/v1/nodes")["items"]
-    pods = env.pods(namespace)
-    for obj, kind in [(n, "Node") for n in nodes] + [(p, "Pod") for p in pods]:
-        obj.setdefault("kind", kind)
-    prediction = predict_cloneset(Snapshot([*nodes, *pods]), cloneset_obj, target,
-                                  time.time_ns())
-    tied = {id(p) for group in prediction.tie_groups for p in group.members}
-    return {"victims": [{"name": p.name, "certain": id(p) not in tied}
-                        for p in prediction.victims],
-            "possibleVictims": [p.name for p in prediction.possible_victims],
-            "blocked": [{"name": b.pod.name, "reason": b.wait.reason}
-                        for b in prediction.blocked],
-            "violations": [],  # judged once CloneSets are a registered kind
-            "notes": prediction.notes}
+def wait_webhook_reads_clonesets(env: Environment, timeout: float = 90) -> None:
+    """Until poolguard's cache lists CloneSets: it asks for a CRD installed after it started
+    within a minute, and answers a scale of a CloneSet it has not seen as unchecked."""
+    def reads() -> bool:
+        found = _find(json.loads(env.webhook_get("/readyz")[1]), "clonesets")
+        return isinstance(found, Mapping) and found.get("absent") is None \
+            and bool(found.get("synced"))
+
+    wait_for("poolguard's cache to list clonesets", reads, timeout=timeout, interval=1.0)
+
+
+def _find(tree: Any, key: str) -> Any:
+    """The first value of `key` anywhere in a decoded JSON `tree`, else None."""
+    if isinstance(tree, Mapping):
+        if key in tree:
+            return tree[key]
+        tree = list(tree.values())
+    for item in tree if isinstance(tree, list) else ():
+        found = _find(item, key)
+        if found is not None:
+            return found
+    return None
+
+
+def predicted(env: Environment, namespace: str, name: str, target: int,
+              then: Callable[[], T], change: Mapping[str, Any] | None = None,
+              saved: Path | None = None) -> tuple[dict[str, Any], T]:
+    """What `plan --workload clone/NS/NAME --output json` says of a scale to `target` (the
+    command a user runs, reading the cluster as it is now), and what `then` (the scale)
+    returned, run right after it.
+
+    `plan` saves the state it read (`--save-state`, to `saved` or a temporary file) and is
+    run again on that file, with the same clock, after `then`: plan on the cluster and plan
+    on the state it saved must agree. (The replay comes after the scale so that no pod
+    passes `minReadySeconds` between plan's reading and the scale that plan did not see.)
+    With `change` (spec fields the scale request also sets, such as
+    `scaleStrategy.podsToDelete`) the replay reads the CloneSet as that request leaves it,
+    and its answer is the one returned.
+    """
+    ref, now = f"clone/{namespace}/{name}", format_time_ns(time.time_ns())
+    if saved is None:
+        handle, path = tempfile.mkstemp(prefix="cloneset-", suffix=".yaml")
+        os.close(handle)
+        saved = Path(path)
+    live = plan(env, ref, target, "--now", now, "--save-state", str(saved))
+    outcome = then()
+    state = yaml.safe_load(saved.read_text())
+    for item in state["items"]:
+        if (item.get("kind"), item["metadata"].get("namespace"),
+                item["metadata"]["name"]) == ("CloneSet", namespace, name):
+            item["spec"] = {**item["spec"], **(change or {})}
+    saved.write_text(yaml.safe_dump(state))
+    result = env.poolguard("plan", "--state", saved, "--workload", ref, "--replicas",
+                           str(target), "--now", now, "-o", "json")
+    assert result.code == 0, str(result)
+    replayed = json.loads(result.stdout)
+    if not change:
+        assert _fates(replayed) == _fates(live), (
+            f"plan on the live cluster and on the state it saved disagree:\n"
+            f"live {_fates(live)}\nstate file {_fates(replayed)}")
+    return replayed, outcome
+
+
+def _fates(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a plan document the live cache and a state file must agree on."""
+    return {"victims": [(v["name"], v["certain"]) for v in document["victims"]],
+            "possibleVictims": sorted(document["possibleVictims"]),
+            "blocked": [b["name"] for b in document["blocked"]],
+            "allowed": document["allowed"]}

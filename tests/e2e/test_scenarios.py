@@ -25,8 +25,8 @@ from tests.e2e.harness import (
     is_active,
 )
 from tests.e2e.workloads import (
+    PlanComparison,
     PodRecorder,
-    Verdict,
     active_pods,
     apply,
     compare,
@@ -69,7 +69,7 @@ def scale(env: Environment, ns: str, workload: str, replicas: int):
 
 
 def deleted_after_scale(env: Environment, ns: str, workload: str, replicas: int
-                        ) -> tuple[dict[str, Any], Verdict]:
+                        ) -> tuple[dict[str, Any], PlanComparison]:
     """plan, then kubectl scale; the plan document and how the pods the controllers
     deleted compare with it."""
     kind, name = workload.split("/")

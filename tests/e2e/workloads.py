@@ -185,7 +185,7 @@ def plan(env: Environment, workload: str, replicas: int, *extra: str) -> dict[st
 
 
 @dataclass
-class Verdict:
+class PlanComparison:
     """How a real scale-down compared with plan."""
 
     deleted: set[str]
@@ -215,7 +215,7 @@ PRECISION = ("plan denied, the real deletions broke no rule",
              "every active pod a victim or possible victim")
 
 
-def compare(document: Mapping[str, Any], deleted: set[str]) -> Verdict:
+def compare(document: Mapping[str, Any], deleted: set[str]) -> PlanComparison:
     """Pass: every deleted pod is a victim or a possible victim, and every victim plan
     marked `certain` (no other pod of its controller may go in its place) was deleted.
 
@@ -226,7 +226,7 @@ def compare(document: Mapping[str, Any], deleted: set[str]) -> Verdict:
     possible = set(document["possibleVictims"])
     blocked = {b["name"] for b in document.get("blocked") or []}
     certain = {v["name"] for v in document["victims"] if v["certain"]}
-    verdict = Verdict(deleted, victims, possible, certain, blocked=blocked)
+    verdict = PlanComparison(deleted, victims, possible, certain, blocked=blocked)
     verdict.denied_needlessly = bool(document["violations"]) and not _breaks_protected_last(
         document, deleted)
     everyone = {p["name"] for p in document.get("pods") or []}

@@ -22,8 +22,8 @@ pointed at it with a kubeconfig or `Configuration(host=...)`):
 Resources: pods, nodes, namespaces, events, secrets, configmaps (core/v1), replicasets,
 deployments, statefulsets (apps/v1), leases (coordination.k8s.io/v1), mutating- and
 validatingwebhookconfigurations (admissionregistration.k8s.io/v1); the custom resources
-leaderworkersets (leaderworkerset.x-k8s.io/v1) and rollouts (argoproj.io/v1alpha1) only
-after `install_crd(kind)` (404 before, and after `remove_crd(kind)`). One global
+of the kind registry (leaderworkersets, rollouts, clonesets) only after
+`install_crd(kind)` (404 before, and after `remove_crd(kind)`). One global
 resourceVersion counter orders every change, as etcd's revision does.
 
 Test hooks: `put` / `modify` / `delete` / `get` / `objects` (changes made while the
@@ -57,6 +57,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from webhook.core.kinds.registry import WORKLOADS
+
 Obj = dict[str, Any]
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 
@@ -87,10 +89,9 @@ RESOURCE_TYPES = (
 )
 # Custom resources: served only while their CRD is installed (`install_crd`), as the real
 # server answers 404 for a group/version nobody registered.
-CUSTOM_RESOURCE_TYPES = (
-    ResourceType("leaderworkersets", "LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1", True),
-    ResourceType("rollouts", "Rollout", "argoproj.io/v1alpha1", True),
-)
+# Every custom resource of the kind registry.
+CUSTOM_RESOURCE_TYPES = tuple(
+    ResourceType(r.name, r.kind, r.api_version, r.namespaced) for r in WORKLOADS if r.optional)
 _BY_PATH = {(t.api_version, t.plural): t for t in RESOURCE_TYPES + CUSTOM_RESOURCE_TYPES}
 _BY_KIND = {t.kind: t for t in RESOURCE_TYPES + CUSTOM_RESOURCE_TYPES}
 

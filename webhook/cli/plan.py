@@ -22,7 +22,7 @@ from ..cluster.kubeclient import (
 )
 from ..cluster.live import read_snapshot
 from ..cluster.state import ListedSnapshot, load_policy, load_state, write_state
-from ..core.kinds.registry import KINDS, RESOURCES
+from ..core.kinds.registry import KINDS, RESOURCES, SIZED_KINDS
 from ..core.objects.kube import format_time_ns, parse_time_ns
 from ..core.scale.requester import clamps
 from ..core.view.snapshot import Snapshot
@@ -84,9 +84,10 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
                        "repeat it for several workloads (printed one after the other; "
                        "json: a list)")
     which.add_argument("--all-workloads", action="store_true",
-                       help="every " + ", ".join(k.kind for k in KINDS if k.kind != "ReplicaSet")
-                       + " and ReplicaSet without an owner: an audit of which scale-downs the "
-                       "policy would deny (use with --replicas-delta)")
+                       help="every " + ", ".join(
+                           k.kind + (" without an owner" if k.kind in SIZED_KINDS else "")
+                           for k in KINDS) + ": an audit of which scale-downs the policy "
+                       "would deny (use with --replicas-delta)")
     count = parser.add_mutually_exclusive_group(required=True)
     count.add_argument("--replicas", metavar="N", type=number(int, 0, what="replicas"),
                        help="the target replica count")

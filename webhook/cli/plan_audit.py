@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.leaderworkerset.leader_worker_set import SET_NAME_LABEL
-from ..core.objects.kube import controller_ref, labels_of, name_of, namespace_of, replicas_of
+from ..core.kinds.registry import SIZED_KINDS
+from ..core.objects.kube import controller_ref, name_of, namespace_of, replicas_of
 from ..core.policy.policy import Policy
 from ..core.view.snapshot import Snapshot
 from .plan_document import plan_workload
@@ -15,12 +15,12 @@ from .plan_lookup import PlanError
 
 def audit_workloads(view: Snapshot, policy: Policy, delta: int | None, replicas: int | None,
                     now_ns: int | None, as_user: str | None = None) -> list[dict[str, Any]]:
-    """A plan for every workload a person scales (Deployments, StatefulSets,
-    LeaderWorkerSets, Rollouts, bare ReplicaSets).
+    """A plan for every workload a person scales: every kind of the registry.
 
-    ReplicaSets an owner sizes (a Deployment, a Rollout) are left out, and so are the
-    StatefulSets of a LeaderWorkerSet: their owner is planned instead. A workload already
-    at 0 has no scale-down to check and is left out too.
+    The children an owner sizes (a Deployment's or Rollout's ReplicaSets, a
+    LeaderWorkerSet's StatefulSets: `_sized_by_planned_owner`) are left out: their owner
+    is planned instead. A workload already at 0 has no scale-down to check and is left
+    out too.
     """
     documents = []
     for workload in sorted(view.workloads(), key=lambda w: (namespace_of(w), w.get("kind") or "",
@@ -41,15 +41,11 @@ def audit_workloads(view: Snapshot, policy: Policy, delta: int | None, replicas:
 
 
 def _sized_by_planned_owner(workload: Mapping[str, Any]) -> bool:
-    """A ReplicaSet with an owner, or a StatefulSet a LeaderWorkerSet made (its leader
-    StatefulSet, or a group's worker StatefulSet, owned by the group's leader pod)."""
-    kind, ref = workload.get("kind"), controller_ref(workload)
-    if kind == "ReplicaSet":
-        return ref is not None
-    if kind != "StatefulSet" or ref is None:
-        return False
-    return ref.get("kind") == "LeaderWorkerSet" or (
-        ref.get("kind") == "Pod" and SET_NAME_LABEL in labels_of(workload))
+    """A child of a kind some workload kind sizes (the registry's `sizes`: ReplicaSets,
+    StatefulSets) with a controller owner: a Deployment's or Rollout's ReplicaSet, a
+    LeaderWorkerSet's leader StatefulSet or a group's worker StatefulSet (owned by the
+    group's leader pod), an operator's. Its owner is planned, or judged, instead."""
+    return workload.get("kind") in SIZED_KINDS and controller_ref(workload) is not None
 
 
 def render_audit(documents: list[Mapping[str, Any]], source: str,

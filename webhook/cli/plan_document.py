@@ -14,15 +14,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.kinds.registry import BY_KIND, exempt_users_for
-from ..core.leaderworkerset.leader_worker_set import LwsGroup
+from ..core.kinds.workload_kind import WorkloadKind
 from ..core.objects.kube import name_of, namespace_of, replicas_of
 from ..core.policy.policy import Policy, policy_for
 from ..core.replicaset.active_pods_with_ranks import RankedPod, TieGroup, deciding_rule, is_certain
-from ..core.scale.assessment import Assessment
-from ..core.scale.decision import preview_scale
+from ..core.scale.policy_verdict import placement
 from ..core.scale.requester import answer_requester
+from ..core.scale.safe_replicas import JudgedScale
+from ..core.scale.scope import preview_scale
 from ..core.scale.state_coverage import state_gaps
-from ..core.scale.verdict import placement
+from ..core.scale.units import ReplicaUnit
 from ..core.view.cluster import ClusterView
 from ..errors import InputError
 from .plan_frees import frees_fields
@@ -73,7 +74,7 @@ def plan_workload(view: ClusterView, policy: Policy, workload: Mapping[str, Any]
     return document
 
 
-def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
+def plan_document(view: ClusterView, policy: Policy, assessment: JudgedScale,
                   now_ns: int | None, out_of_scope: str | None = None) -> dict[str, Any]:
     """The plan as a plain dict; `out_of_scope` says why the webhook would not check it."""
     prediction, verdict = assessment.prediction, assessment.verdict
@@ -81,7 +82,6 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
     first_survivor = {}
     for pod in prediction.survivors:
         first_survivor.setdefault(pod.replica_set, pod)
-    group_reasons = _group_reasons(prediction.groups or [], prediction.to_replicas)
 
     def victim_entry(pod: RankedPod) -> dict[str, Any]:
         place = placement(policy, view.node, pod)
@@ -93,8 +93,8 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
             entry["replicaSet"] = pod.replica_set
         if kind.victim_reason is not None:
             entry["reason"] = kind.victim_reason
-        elif pod.name in group_reasons:
-            entry["reason"] = group_reasons[pod.name]
+        elif pod.name in prediction.reasons:
+            entry["reason"] = prediction.reasons[pod.name]
         elif pod.replica_set in first_survivor:
             entry["reason"] = deciding_rule(pod, first_survivor[pod.replica_set])
         else:
@@ -129,22 +129,22 @@ def plan_document(view: ClusterView, policy: Policy, assessment: Assessment,
     }
     if prediction.order is not None:
         document["order"] = [p.name for p in prediction.order]
-    if prediction.groups is not None:
-        document["groups"] = _group_entries(view, policy, prediction.groups)
-        group_of = {p.name: g.index for g in prediction.groups for p in g.pods}
+    if prediction.units is not None and kind.units_key:
+        document[kind.units_key] = _unit_entries(view, policy, kind, prediction.units)
+        unit_of = {p.name: unit.index for unit in prediction.units for p in unit.pods}
         for entry in document["pods"]:
-            entry["group"] = group_of.get(entry["name"])
+            entry[kind.unit] = unit_of.get(entry["name"])
     document.update(frees_fields(view, policy, prediction.victims,
                                  prediction.victims + prediction.survivors))
-    if prediction.replica_set_targets:
-        document["replicaSets"] = {
+    if prediction.child_targets and kind.children_key:
+        document[kind.children_key] = {
             name: {"from": before, "to": after}
-            for name, (before, after) in prediction.replica_set_targets.items()
+            for name, (before, after) in prediction.child_targets.items()
         }
     return document
 
 
-def _pod_entries(view: ClusterView, policy: Policy, assessment: Assessment,
+def _pod_entries(view: ClusterView, policy: Policy, assessment: JudgedScale,
                  victim_reasons: Mapping[str, str]) -> list[dict[str, Any]]:
     """Every active pod of the workload with its place, cost and fate, and why: victims
     numbered in order."""
@@ -175,35 +175,21 @@ def _pod_entries(view: ClusterView, policy: Policy, assessment: Assessment,
     return entries
 
 
-def _group_reasons(groups: list[LwsGroup], to_replicas: int) -> dict[str, str]:
-    """Why each pod of a LeaderWorkerSet's condemned group goes, by pod name."""
-    reasons = {}
-    for group in groups:
-        if group.index < to_replicas:
-            continue
-        where = f"group {group.index} at or above the new count {to_replicas}"
-        if group.leader is not None:
-            reasons[group.leader.name] = f"leader of {where}"
-        for worker in group.workers:
-            reasons[worker.name] = (f"worker of {where} (garbage-collected with its "
-                                    "leader's worker StatefulSet)")
-    return reasons
-
-
-def _group_entries(view: ClusterView, policy: Policy,
-                   groups: list[LwsGroup]) -> list[dict[str, Any]]:
-    """One entry per LeaderWorkerSet group, highest index first: its pods, pools and fate."""
+def _unit_entries(view: ClusterView, policy: Policy, kind: WorkloadKind,
+                  units: list[ReplicaUnit]) -> list[dict[str, Any]]:
+    """One entry per unit of a replica (a LeaderWorkerSet's group), highest index first:
+    its pods by part (leader, workers), their pools, and its fate."""
+    head, rest = kind.unit_parts
     entries = []
-    for group in groups:
-        places = [placement(policy, view.node, pod) for pod in group.pods]
-        pools = list(dict.fromkeys(place.pool for place in places))
+    for unit in units:
+        places = [placement(policy, view.node, pod) for pod in unit.pods]
         entries.append({
-            "index": group.index,
-            "leader": group.leader.name if group.leader is not None else None,
-            "workers": [pod.name for pod in group.workers],
-            "pools": pools,
+            "index": unit.index,
+            head: unit.head.name if unit.head is not None else None,
+            rest: [pod.name for pod in unit.rest],
+            "pools": list(dict.fromkeys(place.pool for place in places)),
             "protected": any(place.protected for place in places),
-            "fate": group.fate,
+            "fate": unit.fate,
         })
     return entries
 

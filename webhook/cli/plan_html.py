@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
+from ..core.kinds.registry import BY_KIND
 from .plan_frees import frees_html
 
 _NO_POOL = "(no pool label)"
@@ -67,9 +68,9 @@ def render_html(document: Mapping[str, Any]) -> str:
         f"<style>{_STYLE}</style></head><body>",
         _header(document, title),
         "<main>",
-        _legend(_several_replica_sets(document), "groups" in document),
+        _legend(_several_replica_sets(document), _unit_of(document)),
         _replica_sets(document),
-        _groups(document),
+        _units(document),
         _pools(document),
         frees_html(document),
         _unscheduled(document),
@@ -120,12 +121,13 @@ def _header(document: Mapping[str, Any], title: str) -> str:
     return "\n".join(lines)
 
 
-def _legend(per_replica_set: bool, groups: bool = False) -> str:
+def _legend(per_replica_set: bool, unit: str | None = None) -> str:
     # Each ReplicaSet deletes on its own: no order holds across them.
     order = ("numbered in deletion order within its ReplicaSet" if per_replica_set
              else "numbered in deletion order")
-    # A LeaderWorkerSet's blocked groups wait on groups in the new range, not on one pod.
-    waits = ("kept for now, goes once the groups in the new range are ready" if groups
+    # Blocked units (a LeaderWorkerSet's groups) wait on the units in the new range, not
+    # on one pod.
+    waits = (f"kept for now, goes once the {unit}s in the new range are ready" if unit
              else "waits on an unhealthy pod")
     return ('<p class="legend"><span class="pod victim"><span class="order">1</span>victim, '
             f'{order}</span><span class="pod possible-victim">possible victim: might be '
@@ -136,31 +138,42 @@ def _legend(per_replica_set: bool, groups: bool = False) -> str:
 
 
 def _replica_sets(document: Mapping[str, Any]) -> str:
-    sizes = document.get("replicaSets") or {}
+    kind = BY_KIND[document["workload"]["kind"]]
+    sizes = document.get(kind.children_key or "") or {}
     if len(sizes) < 2:
         return ""
+    child = kind.sizes[0]
     rows = "".join(f"<tr><td>{escape(name)}</td><td>{s['from']}</td><td>{s['to']}</td></tr>"
                    for name, s in sizes.items())
-    return ('<h2>ReplicaSets (the Deployment controller splits the change)</h2>'
-            f'<table id="replicasets"><tr><th>ReplicaSet</th><th>from</th><th>to</th></tr>'
+    return (f"<h2>{child}s (the {kind.kind} controller splits the change)</h2>"
+            f'<table id="{child.lower()}s"><tr><th>{child}</th><th>from</th><th>to</th></tr>'
             f"{rows}</table>")
 
 
-def _groups(document: Mapping[str, Any]) -> str:
-    """A LeaderWorkerSet's groups, highest index first: a scale-down removes whole groups."""
-    groups = document.get("groups")
-    if not groups:
+def _unit_of(document: Mapping[str, Any]) -> str | None:
+    """The unit of a replica when it is a group of pods (`group`), else None."""
+    kind = BY_KIND[document["workload"]["kind"]]
+    return kind.unit if kind.units_key in document else None
+
+
+def _units(document: Mapping[str, Any]) -> str:
+    """The units of a replica (a LeaderWorkerSet's groups), highest index first: a
+    scale-down removes whole units."""
+    kind = BY_KIND[document["workload"]["kind"]]
+    units = document.get(kind.units_key or "")
+    if not units:
         return ""
+    head, rest = kind.unit_parts
     rows = "".join(
-        f'<tr data-group="{g["index"]}" data-fate="{escape(g["fate"])}"><td>{g["index"]}</td>'
-        f'<td>{escape(g["fate"])}</td><td>{escape(g["leader"] or "(none)")}</td>'
-        f'<td>{escape(", ".join(g["workers"]) or "(none)")}</td>'
-        f'<td>{escape(", ".join(pool or _NO_POOL for pool in g["pools"]))}'
-        f'{" (protected)" if g["protected"] else ""}</td></tr>'
-        for g in groups)
-    return ('<h2>Groups (whole groups go, highest group index first)</h2>'
-            '<table id="groups"><tr><th>group</th><th>fate</th><th>leader</th><th>workers</th>'
-            f"<th>pools</th></tr>{rows}</table>")
+        f'<tr data-{kind.unit}="{u["index"]}" data-fate="{escape(u["fate"])}">'
+        f'<td>{u["index"]}</td><td>{escape(u["fate"])}</td>'
+        f'<td>{escape(u[head] or "(none)")}</td><td>{escape(", ".join(u[rest]) or "(none)")}</td>'
+        f'<td>{escape(", ".join(pool or _NO_POOL for pool in u["pools"]))}'
+        f'{" (protected)" if u["protected"] else ""}</td></tr>'
+        for u in units)
+    return (f'<h2>{kind.unit.capitalize()}s (whole {kind.unit}s go, highest {kind.unit} index '
+            f'first)</h2><table id="{kind.unit}s"><tr><th>{kind.unit}</th><th>fate</th>'
+            f"<th>{head}</th><th>{rest}</th><th>pools</th></tr>{rows}</table>")
 
 
 def _several_replica_sets(document: Mapping[str, Any]) -> bool:
@@ -189,7 +202,7 @@ def _pools(document: Mapping[str, Any]) -> str:
         pool = pod["pool"] or _NO_POOL
         pools.setdefault(pool, {}).setdefault(pod["node"], []).append(pod)
         protected[pool] = protected.get(pool, False) or pod["protected"]
-    show_rs = _several_replica_sets(document)
+    show_rs, unit = _several_replica_sets(document), _unit_of(document)
     numbers = _victim_numbers(document)
     html = ['<h2>Pods by pool and node</h2><div class="pools">']
     for pool in sorted(pools, key=lambda name: (not protected[name], name)):
@@ -200,7 +213,8 @@ def _pools(document: Mapping[str, Any]) -> str:
         for node in sorted(pools[pool]):
             html.append(f'<div class="node" data-node="{escape(node)}">'
                         f'<div class="name">{escape(node)}</div>')
-            html.extend(_pod_chip(pod, show_rs, numbers) for pod in _in_order(pools[pool][node]))
+            html.extend(_pod_chip(pod, show_rs, numbers, unit)
+                        for pod in _in_order(pools[pool][node]))
             html.append("</div>")
         html.append("</section>")
     html.append("</div>")
@@ -213,7 +227,8 @@ def _unscheduled(document: Mapping[str, Any]) -> str:
     if not pods:
         return ""
     show_rs, numbers = _several_replica_sets(document), _victim_numbers(document)
-    chips = "".join(_pod_chip(pod, show_rs, numbers) for pod in _in_order(pods))
+    chips = "".join(_pod_chip(pod, show_rs, numbers, _unit_of(document))
+                    for pod in _in_order(pods))
     return ('<section class="unscheduled" id="unscheduled"><h3>Not scheduled: on no node, so '
             f"in no pool yet</h3>{chips}</section>")
 
@@ -223,17 +238,18 @@ def _in_order(pods: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
                                        p["name"]))
 
 
-def _pod_chip(pod: Mapping[str, Any], show_rs: bool, numbers: Mapping[str, int]) -> str:
+def _pod_chip(pod: Mapping[str, Any], show_rs: bool, numbers: Mapping[str, int],
+              unit: str | None) -> str:
     fate = pod["fate"]
     number = numbers.get(pod["name"])
     order = f'<span class="order">{number}</span>' if number is not None else ""
     rs = (f'<span class="rs">[{escape(pod["replicaSet"])}]</span>'
           if show_rs and pod.get("replicaSet") else "")
-    if pod.get("group") is not None:
-        rs = f'<span class="rs">[group {pod["group"]}]</span>'
-
-    # A LeaderWorkerSet's pods go by group index: their cost plays no part.
-    cost = ("" if pod.get("group") is not None
+    in_unit = unit is not None and pod.get(unit) is not None
+    if in_unit:
+        rs = f'<span class="rs">[{unit} {pod[unit]}]</span>'
+    # Pods of a unit go by the unit's index: their cost plays no part.
+    cost = ("" if in_unit
             else f'<span class="cost">cost {pod["deletionCost"]}</span>')
     reason = pod.get("reason")
     why = f'<span class="reason">{escape(reason)}</span>' if reason else ""

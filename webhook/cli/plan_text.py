@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..core.kinds.registry import BY_KIND
+from ..core.kinds.workload_kind import WorkloadKind
 from .plan_frees import frees_lines
 
 
@@ -13,10 +15,11 @@ def render_text(document: Mapping[str, Any]) -> str:
     workload, replicas = document["workload"], document["replicas"]
     lines = [f"{workload['kind']} {workload['namespace']}/{workload['name']}: "
              f"{replicas['from']} -> {replicas['to']} replicas"]
-    for name, sizes in (document.get("replicaSets") or {}).items():
+    kind = BY_KIND[workload["kind"]]
+    for name, sizes in (document.get(kind.children_key or "") or {}).items():
         if sizes["from"] != sizes["to"]:
-            lines.append(f"  ReplicaSet {name}: {sizes['from']} -> {sizes['to']}")
-    lines.extend(_group_lines(document.get("groups")))
+            lines.append(f"  {kind.sizes[0]} {name}: {sizes['from']} -> {sizes['to']}")
+    lines.extend(_unit_lines(kind, document.get(kind.units_key or "")))
     victims = document["victims"]
     if not victims and not document["blocked"]:
         lines.append("No pod is deleted.")
@@ -42,7 +45,7 @@ def render_text(document: Mapping[str, Any]) -> str:
     if document["possibleVictims"]:
         lines.append("")
         why = ("depending on how far the rolling update under way gets (it recreates "
-               "outdated groups)" if "groups" in document else
+               f"outdated {kind.unit}s)" if kind.units_key in document else
                "instead, depending on orders the controllers choose (ties, ReplicaSet syncs)")
         lines.append(f"Might be deleted {why}: " + ", ".join(document["possibleVictims"]))
     lines.append("")
@@ -57,18 +60,20 @@ def render_text(document: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _group_lines(groups: list[Mapping[str, Any]] | None) -> list[str]:
-    """A LeaderWorkerSet's groups, highest index first: the unit a scale-down removes."""
-    if not groups:
+def _unit_lines(kind: WorkloadKind, units: list[Mapping[str, Any]] | None) -> list[str]:
+    """The units of a replica (a LeaderWorkerSet's groups), highest index first: what a
+    scale-down removes whole."""
+    if not units:
         return []
-    rows = [("GROUP", "FATE", "LEADER", "WORKERS", "POOLS")] + [
-        (str(g["index"]), g["fate"], g["leader"] or "<none>", str(len(g["workers"])),
-         ", ".join((pool or "<none>") for pool in g["pools"])
-         + (" (protected)" if g["protected"] else ""))
-        for g in groups
+    head, rest = kind.unit_parts
+    rows = [(kind.unit.upper(), "FATE", head.upper(), rest.upper(), "POOLS")] + [
+        (str(u["index"]), u["fate"], u[head] or "<none>", str(len(u[rest])),
+         ", ".join((pool or "<none>") for pool in u["pools"])
+         + (" (protected)" if u["protected"] else ""))
+        for u in units
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    return ["", "Groups (whole groups go, highest index first):"] + [
+    return ["", f"{kind.unit.capitalize()}s (whole {kind.unit}s go, highest index first):"] + [
         "  " + "  ".join(cell.ljust(widths[i]) if i < 4 else cell
                          for i, cell in enumerate(row)).rstrip() for row in rows]
 

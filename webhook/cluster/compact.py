@@ -16,7 +16,10 @@ What is kept, and who reads it:
 - pods: spec.nodeName and status.phase (the reconciler and the binding handler), the
   controller reference and the containers' extended-resource requests and limits (what
   node occupancy counts: GPUs, and whose pods they are); what the ranking reads
-  (readiness, restarts, times) is in the pod's PodFacts;
+  (readiness, restarts, times) is in the pod's PodFacts; what a workload kind's
+  predictor reads beyond that (its record's `pod_fields` and `pod_conditions`, such as
+  a CloneSet's finalizers and InPlaceUpdateReady condition), so that live and
+  state-file predictions agree;
 - nodes: metadata and the extended resources of status.allocatable (GPUs offered);
 - namespaces: metadata only (namespace labels);
 - workloads: everything but managedFields (the prediction reads templates, strategy,
@@ -33,6 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.cost.deletion_cost import DELETION_COST_ANNOTATION
+from ..core.kinds.registry import POD_CONDITIONS, POD_FIELDS
 
 POOLGUARD_PREFIX = "poolguard.dev/"
 _intern = sys.intern
@@ -56,9 +60,11 @@ def compact(kind: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     return copy
 
 
-def compact_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+def compact_pod(pod: Mapping[str, Any], fields: tuple[str, ...] = POD_FIELDS,
+                conditions: frozenset[str] = POD_CONDITIONS) -> dict[str, Any]:
     """A pod reduced to what the handlers and the reconciler read (see the module
-    docstring); what the ranking reads goes into the pod's `PodFacts` instead."""
+    docstring), and the `fields` and `conditions` the kinds' predictors read; what the
+    ranking reads goes into the pod's `PodFacts` instead."""
     spec = _mapping(pod.get("spec"))
     status = _mapping(pod.get("status"))
     out_spec: dict[str, Any] = {}
@@ -74,9 +80,26 @@ def compact_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     phase = status.get("phase")
     if phase is not None:
         out_status["phase"] = _interned(phase)
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": _metadata(pod.get("metadata"), all_annotations=False),
-            "spec": out_spec, "status": out_status}
+    kept = [c for c in status.get("conditions") or () if isinstance(c, Mapping)
+            and c.get("type") in conditions]
+    if kept:
+        out_status["conditions"] = kept
+    out = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": _metadata(pod.get("metadata"), all_annotations=False),
+           "spec": out_spec, "status": out_status}
+    for path in fields:
+        _copy_path(pod, out, path.split("."))
+    return out
+
+
+def _copy_path(source: Mapping[str, Any], target: dict[str, Any], keys: list[str]) -> None:
+    """Copy `source`'s value at `keys` into `target`, making the maps on the way."""
+    *parents, last = keys
+    for key in parents:
+        source = _mapping(source.get(key))
+        target = target.setdefault(key, {})
+    if last in source:
+        target[last] = source[last]
 
 
 def _container_resources(container: Mapping[str, Any]) -> dict[str, Any]:

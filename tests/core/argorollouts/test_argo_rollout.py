@@ -36,11 +36,11 @@ from webhook.core.argorollouts.argo_rollout_sync import (
 )
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
-from webhook.core.scale.assessment import assess_scale
 from webhook.core.scale.clamp import clamp_scale_down
-from webhook.core.scale.decision import decide_scale
 from webhook.core.scale.predict import predict_scale
 from webhook.core.scale.prediction import ScalePrediction
+from webhook.core.scale.safe_replicas import assess_scale
+from webhook.core.scale.scope import decide_scale
 from webhook.core.view.snapshot import Snapshot
 
 NOW = parse_time_ns("2026-03-01T00:00:00Z")
@@ -398,7 +398,7 @@ def test_steady_state_scales_like_a_deployment(placements, kind, data):
     theirs = predict_scale(by_deployment, deployment, to, NOW)
     assert [p.name for p in mine.victims] == [p.name for p in theirs.victims]
     assert _names(mine.possible_victims) == _names(theirs.possible_victims)
-    assert list(mine.replica_set_targets.values()) == list(theirs.replica_set_targets.values())
+    assert list(mine.child_targets.values()) == list(theirs.child_targets.values())
     assert _order(mine.prefix_order) == _order(theirs.prefix_order)
     judged = assess_scale(by_rollout, POLICY, rollout, to, NOW).verdict
     expected = assess_scale(by_deployment, POLICY, deployment, to, NOW).verdict
@@ -419,7 +419,7 @@ def test_steady_state_with_unavailable_pods_dips_below_the_new_count():
     rs = ro.replicaset(rollout, "v1", 12, revision=1, available=6)
     pods = _pods(rs, "p", ["hyb-1", "hyb-2", "inf-1"] * 4, ready=[i % 2 == 0 for i in range(12)])
     prediction = predict_scale(Snapshot([rollout, rs, *NODES, *pods]), rollout, 10, NOW)
-    assert prediction.replica_set_targets == {"web-v1": (12, 7)}
+    assert prediction.child_targets == {"web-v1": (12, 7)}
     assert len(prediction.victims) == 5
     assert all(not p.ready for p in prediction.victims)
     assert prediction.prefix_order is None  # a smaller count need not delete a prefix
@@ -442,7 +442,7 @@ def test_basic_canary_splits_the_new_count_as_the_controller_syncs():
             + _pods(canary, "c", ["inf-1", "inf-2"], ["1000"] * 2))
     view = Snapshot([rollout, stable, canary, *NODES, *pods])
     prediction = predict_scale(view, rollout, 5, NOW)
-    assert prediction.replica_set_targets == {"web-v1": (8, 4), "web-v2": (2, 1)}
+    assert prediction.child_targets == {"web-v1": (8, 4), "web-v2": (2, 1)}
     assert sum(p.replica_set == "web-v1" for p in prediction.victims) == 4
     assert sum(p.replica_set == "web-v2" for p in prediction.victims) == 1
     assert any("splits the new count as web-v1 4, web-v2 1" in n for n in prediction.notes)
@@ -473,7 +473,7 @@ def test_traffic_routed_canary_keeps_the_stable_at_full_size():
     = spec.replicas, canary = ceil(50% of 2) = 1."""
     view, rollout = _traffic_routed(dynamic=False)
     prediction = predict_scale(view, rollout, 2, NOW)
-    assert prediction.replica_set_targets == {"web-v1": (4, 2), "web-v2": (2, 1)}
+    assert prediction.child_targets == {"web-v1": (4, 2), "web-v2": (2, 1)}
     verdict = assess_scale(view, POLICY, rollout, 2, NOW).verdict
     (violation,) = verdict.violations
     assert violation.rule == "protectedLast" and "pool inference" in violation.message
@@ -486,7 +486,7 @@ def test_dynamic_stable_scale_follows_the_traffic_weight():
     ceil(50% (status stable weight) of 2)) = 1."""
     view, rollout = _traffic_routed(dynamic=True)
     prediction = predict_scale(view, rollout, 2, NOW)
-    assert prediction.replica_set_targets == {"web-v1": (2, 1), "web-v2": (2, 1)}
+    assert prediction.child_targets == {"web-v1": (2, 1), "web-v2": (2, 1)}
 
 
 def test_clamp_lowers_an_autoscaler_to_the_safe_count():
@@ -515,7 +515,7 @@ def test_blue_green_old_replicaset_within_its_delay_follows_the_new_count():
     an old ReplicaSet gets rolloutReplicas, the new spec.replicas."""
     view, rollout = _blue_green("2026-03-01T00:10:00Z")
     prediction = predict_scale(view, rollout, 2, NOW)
-    assert prediction.replica_set_targets == {"web-v1": (4, 2), "web-v2": (4, 2)}
+    assert prediction.child_targets == {"web-v1": (4, 2), "web-v2": (4, 2)}
     old = [p for p in prediction.victims if p.replica_set == "web-v1"]
     assert _names(old) == ["old-2", "old-3"]  # the hybrid ones: lower deletion cost
     # the new ReplicaSet's pods tie (same cost, 3 pods of the Rollout on either node)
@@ -525,13 +525,13 @@ def test_blue_green_old_replicaset_within_its_delay_follows_the_new_count():
 def test_blue_green_old_replicaset_past_its_delay_goes_to_zero():
     view, rollout = _blue_green("2026-02-28T23:59:00Z")
     prediction = predict_scale(view, rollout, 2, NOW)
-    assert prediction.replica_set_targets == {"web-v1": (4, 0), "web-v2": (4, 2)}
+    assert prediction.child_targets == {"web-v1": (4, 0), "web-v2": (4, 2)}
 
 
 def test_a_deadline_about_to_pass_makes_the_old_pods_possible_victims():
     view, rollout = _blue_green("2026-03-01T00:00:05Z")
     prediction = predict_scale(view, rollout, 2, NOW)
-    assert prediction.replica_set_targets == {"web-v1": (4, 2), "web-v2": (4, 2)}
+    assert prediction.child_targets == {"web-v1": (4, 2), "web-v2": (4, 2)}
     assert _names([p for p in prediction.possible_victims
                    if p.replica_set == "web-v1"]) == ["old-0", "old-1"]
     (group,) = [g for g in prediction.tie_groups if g.why]
@@ -552,7 +552,7 @@ def test_blue_green_preview_keeps_its_preview_replica_count():
     pods = _pods(active, "a", ["hyb-1", "hyb-2"] * 2) + _pods(preview, "p", ["inf-1"])
     prediction = predict_scale(Snapshot([rollout, active, preview, *NODES, *pods]), rollout, 2,
                                NOW)
-    assert prediction.replica_set_targets == {"web-v1": (4, 2), "web-v2": (1, 1)}
+    assert prediction.child_targets == {"web-v1": (4, 2), "web-v2": (1, 1)}
 
 
 def test_a_paused_canary_is_predicted_as_it_scales_on_resume():
@@ -564,7 +564,7 @@ def test_a_paused_canary_is_predicted_as_it_scales_on_resume():
     pods = _pods(stable, "s", ["hyb-1"] * 8) + _pods(canary, "c", ["hyb-2"] * 2)
     prediction = predict_scale(Snapshot([rollout, stable, canary, *NODES, *pods]), rollout, 5,
                                NOW)
-    assert prediction.replica_set_targets == {"web-v1": (8, 4), "web-v2": (2, 1)}
+    assert prediction.child_targets == {"web-v1": (8, 4), "web-v2": (2, 1)}
     assert any("paused" in note and "resumes" in note for note in prediction.notes)
 
 
@@ -610,7 +610,7 @@ def test_workload_ref_rollout_reads_the_replicasets_it_owns():
         "matchLabels": {"app": "web"}}}}, "v1", 3, revision=1)
     pods = _pods(rs, "w", ["hyb-1", "inf-1", "inf-1"], [None, "1000", "1000"])
     prediction = predict_scale(Snapshot([source, rollout, rs, *NODES, *pods]), rollout, 2, NOW)
-    assert prediction.replica_set_targets == {"web-v1": (3, 2)}
+    assert prediction.child_targets == {"web-v1": (3, 2)}
     assert _names(prediction.victims) == ["w-0"]
     assert any("workloadRef" in note for note in prediction.notes)
 
@@ -691,7 +691,7 @@ def test_pods_coming_up_later_may_take_the_stable_further_down():
             + _pods(canary, "c", ["hyb-2", "hyb-2"], ready=[True, False]))
     view = Snapshot([rollout, stable, canary, *NODES, *pods])
     prediction = predict_scale(view, rollout, 3, NOW)
-    assert prediction.replica_set_targets == {"web-v1": (3, 2), "web-v2": (2, 2)}
+    assert prediction.child_targets == {"web-v1": (3, 2), "web-v2": (2, 2)}
     assert _names(prediction.victims) == ["s-0"]
     (group,) = [g for g in prediction.tie_groups if g.why]
     assert (_names(group.members), group.removed) == (["s-1", "s-2"], 1)
@@ -754,7 +754,7 @@ def test_an_abandoned_intermediate_replicaset_drains_first():
             + _pods(new, "n", ["inf-2"]))
     prediction = predict_scale(Snapshot([rollout, stable, abandoned, new, *NODES, *pods]),
                                rollout, 2, NOW)
-    assert prediction.replica_set_targets == {"web-v1": (2, 1), "web-v2": (1, 0),
+    assert prediction.child_targets == {"web-v1": (2, 1), "web-v2": (1, 0),
                                               "web-v3": (1, 1)}
     assert any("still moving" in note and "web-v2" in note for note in prediction.notes)
 
@@ -775,5 +775,5 @@ def test_blue_green_keeps_only_the_newest_old_replicasets_within_the_revision_li
             for pod in _pods(rs, prefix, ["hyb-1", "hyb-2"] * 2)]
     prediction = predict_scale(Snapshot([rollout, oldest, older, active, *NODES, *pods]),
                                rollout, 2, NOW)
-    assert prediction.replica_set_targets == {"web-v1": (4, 0), "web-v2": (4, 2),
+    assert prediction.child_targets == {"web-v1": (4, 0), "web-v2": (4, 2),
                                               "web-v3": (4, 2)}

@@ -304,3 +304,20 @@ def test_scale_in_stops_when_a_sync_changes_nothing() -> None:
     cs = cf.cloneset(replicas=2)
     pods = [CloneSetPod(PodFacts(cf.clone_pod(cs, f"p{i}", "inf-1"))) for i in range(2)]
     assert scale_in(CloneSetSpec.of(cs), pods, NOW).deleted == []
+
+
+def test_a_victim_the_controllers_own_rules_choose_says_why() -> None:
+    """Specified pods and old revisions go before any cost decides: their reason says so,
+    where the ranking's rule would name the wrong one."""
+    cs = cf.cloneset(replicas=4, current_revision=cf.OLD)
+    pods = [cf.clone_pod(cs, "new-hybrid", "hyb-1", cost="-100"),
+            cf.clone_pod(cs, "old-inference", "inf-1", cost="1000", revision=cf.OLD),
+            cf.clone_pod(cs, "named", "inf-2", cost="1000", specified=True),
+            cf.clone_pod(cs, "old-hybrid", "hyb-2", cost="-100", revision=cf.OLD)]
+    reasons = predict(cs, pods, 3).reasons
+    assert reasons == {"named": "specified for deletion (scaleStrategy.podsToDelete or the "
+                                "apps.kruise.io/specified-delete label)"}
+    pods[2] = cf.clone_pod(cs, "new-inference", "inf-2", cost="1000")
+    reasons = predict(cs, pods, 2).reasons
+    assert set(reasons) == {"old-inference", "old-hybrid"}
+    assert all(r.startswith("of an old revision") for r in reasons.values())

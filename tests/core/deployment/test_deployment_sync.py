@@ -23,8 +23,8 @@ from webhook.core.deployment.deployment_util import (
 )
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
-from webhook.core.scale.assessment import assess_scale
 from webhook.core.scale.predict import predict_scale
+from webhook.core.scale.safe_replicas import assess_scale
 from webhook.core.view.snapshot import Snapshot
 
 NEW_TS = "2016-05-20T02:00:00Z"  # newTimestamp
@@ -218,7 +218,7 @@ def test_a_stale_available_count_may_scale_the_old_replicasets_to_zero(paused, u
     prediction = assessment.prediction
     # The split itself, and the outcome where the status update lands first (unpaused,
     # maxUnavailable 0 lets the rollout take no old pod while new-z is unavailable).
-    assert prediction.replica_set_targets == {"web-old": (1, 1), "web-new": (3, 2)}
+    assert prediction.child_targets == {"web-old": (1, 1), "web-new": (3, 2)}
     assert [p.name for p in prediction.victims] == ["new-x"]
     # The other outcome: the old ReplicaSet goes to 0.
     assert [p.name for p in prediction.possible_victims] == ["old-a"]
@@ -235,7 +235,7 @@ def test_a_stale_count_below_the_target_keeps_the_old_replicasets(paused):
     deployment, objects = race_cluster(paused, "both-min-ready")
     assessment = assess_scale(Snapshot(objects), RACE_POLICY, deployment, 2, RACE_NOW)
     prediction = assessment.prediction
-    assert prediction.replica_set_targets == {"web-old": (1, 1), "web-new": (3, 2)}
+    assert prediction.child_targets == {"web-old": (1, 1), "web-new": (3, 2)}
     assert [p.name for p in prediction.victims] == ["new-x"]
     assert prediction.possible_victims == []
     assert prediction.tie_groups == []
@@ -265,10 +265,10 @@ def test_an_unpaused_rollout_scales_a_new_replicaset_above_the_count_down(paused
     prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 2,
                                RACE_NOW)
     if paused:
-        assert prediction.replica_set_targets == {"web-old": (1, 1), "web-new": (3, 3)}
+        assert prediction.child_targets == {"web-old": (1, 1), "web-new": (3, 3)}
         assert prediction.victims == []
         return
-    assert prediction.replica_set_targets == {"web-old": (1, 0), "web-new": (3, 2)}
+    assert prediction.child_targets == {"web-old": (1, 0), "web-new": (3, 2)}
     assert sorted(p.name for p in prediction.victims) == ["new-c", "old-a"]
     assert prediction.possible_victims == []
     assert any("scales the new ReplicaSet web-new down to 2" in n for n in prediction.notes)
@@ -298,7 +298,7 @@ def test_a_stalled_rollout_goes_on_as_far_as_the_smaller_count_allows(paused):
                     ready=False) for i in range(3))]
     prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 3,
                                RACE_NOW)
-    assert prediction.replica_set_targets == {"web-old": (2, 2), "web-new": (5, 3)}
+    assert prediction.child_targets == {"web-old": (2, 2), "web-new": (5, 3)}
     new_gone = [p.name for p in prediction.victims if p.name.startswith("new")]
     assert len(new_gone) == 2 and all(name.startswith("new-p") for name in new_gone)
     assert not any(p.name.startswith("old") for p in prediction.victims)
@@ -338,7 +338,7 @@ def test_a_replicaset_scaled_down_then_up_loses_its_pods_at_the_lowest_size():
     pods = pods_of(old, "old", "aarrrn") + pods_of(new, "new", "aarrrrnnp")
     prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 9,
                                RACE_NOW)
-    assert prediction.replica_set_targets == {"web-old": (6, 6), "web-new": (9, 8)}
+    assert prediction.child_targets == {"web-old": (6, 6), "web-new": (9, 8)}
     assert [p.name for p in prediction.victims] == ["new-8"]
     (group,) = [g for g in prediction.tie_groups if "old-5" in {p.name for p in g.members}]
     assert group.removed == 1 and prediction.possible_victims[0].name.startswith("old")

@@ -21,8 +21,8 @@ from webhook.core.deployment.deployment_util import MAX_REPLICAS_ANNOTATION
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
 from webhook.core.replicaset.replicaset_sync import predict_deletions
-from webhook.core.scale.assessment import assess_scale
 from webhook.core.scale.predict import predict_scale
+from webhook.core.scale.safe_replicas import assess_scale
 from webhook.core.view.snapshot import Snapshot
 
 NOW = parse_time_ns("2026-02-01T00:00:00Z")
@@ -65,7 +65,7 @@ def test_a_sibling_syncing_first_can_make_a_protected_pod_go():
     view = Snapshot(objects)
     result = assess_scale(view, POLICY, deployment, 2, NOW)
     prediction = result.prediction
-    assert prediction.replica_set_targets == {"web-old": (2, 1), "web-new": (3, 1)}
+    assert prediction.child_targets == {"web-old": (2, 1), "web-new": (3, 1)}
     assert sorted(p.name for p in prediction.victims) == ["new-1", "new-2", "old-1"]
     assert "old-0" in {p.name for p in prediction.possible_victims}
     verdict = result.verdict
@@ -102,7 +102,7 @@ def test_one_replicaset_deleting_keeps_the_single_state_prediction():
     # deletion can change a rank, so nothing becomes uncertain.
     deployment, objects = rollout(["inf-1"], ["inf-2", "hyb-1", "hyb-1"], replicas=4)
     result = predict_scale(Snapshot(objects), deployment, 3, NOW)
-    deleting = {rs for rs, (before, after) in result.replica_set_targets.items() if after < before}
+    deleting = {rs for rs, (before, after) in result.child_targets.items() if after < before}
     assert deleting == {"web-new"}
     # The two pods on hyb-1 tie with each other; inf-2 (rank 1) stays out of it.
     assert {p.node_name for p in result.victims + result.possible_victims} == {"hyb-1"}
@@ -155,7 +155,7 @@ def test_the_model_covers_every_sync_order(old, new, to):
     reported = {p.name for p in itertools.chain(prediction.victims, prediction.possible_victims)}
     uncertain = {p.name for group in prediction.tie_groups for p in group.members}
     certain = {p.name for p in prediction.victims} - uncertain
-    outcomes = _every_order_victims(objects, prediction.replica_set_targets)
+    outcomes = _every_order_victims(objects, prediction.child_targets)
     assert frozenset(p.name for p in prediction.victims) in outcomes  # the predicted order
     for victims in outcomes:
         assert victims <= reported  # every pod any order deletes is reported

@@ -23,10 +23,10 @@ from webhook.core.cost.mutation import SKIP_LABEL
 from webhook.core.leaderworkerset.leader_worker_set import rolling_update_replicas
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
-from webhook.core.scale.assessment import assess_scale
 from webhook.core.scale.clamp import clamp_scale_down
-from webhook.core.scale.decision import out_of_scope_reason
 from webhook.core.scale.predict import predict_scale
+from webhook.core.scale.safe_replicas import assess_scale
+from webhook.core.scale.scope import out_of_scope_reason
 from webhook.core.view.snapshot import Snapshot
 
 NOW = parse_time_ns("2026-03-15T12:00:00Z")
@@ -52,10 +52,10 @@ def test_the_highest_groups_go_whole_leader_and_workers():
     assert names(prediction.survivors) == ["llm-1", "llm-1-1", "llm-0", "llm-0-1"]
     assert names(prediction.order) == names(prediction.victims + prediction.survivors)
     assert not prediction.blocked and not prediction.tie_groups
-    assert [(g.index, g.fate) for g in prediction.groups] == [
+    assert [(g.index, g.fate) for g in prediction.units] == [
         (3, "victim"), (2, "victim"), (1, "survives"), (0, "survives")]
-    assert prediction.groups[1].leader.name == "llm-2"
-    assert names(prediction.groups[1].workers) == ["llm-2-1"]
+    assert prediction.units[1].leader.name == "llm-2"
+    assert names(prediction.units[1].workers) == ["llm-2-1"]
 
 
 def test_workers_are_ordered_by_worker_index_and_size_one_has_no_workers():
@@ -65,7 +65,7 @@ def test_workers_are_ordered_by_worker_index_and_size_one_has_no_workers():
     lws, objects = lf.lws_state([[HYB], [HYB], [INF]])
     prediction = predict_scale(view_of(objects), lws, 1, NOW)
     assert names(prediction.victims) == ["llm-2", "llm-1"]
-    assert all(g.workers == [] for g in prediction.groups)
+    assert all(g.workers == [] for g in prediction.units)
 
 
 def test_pods_of_another_leader_worker_set_or_without_a_statefulset_are_not_members():
@@ -106,7 +106,7 @@ def test_the_controller_keeps_a_surge_group_while_new_groups_are_not_ready():
     assert names(prediction.victims) == ["llm-3", "llm-3-1"]
     assert [(b.pod.name, b.waiting_on) for b in prediction.blocked] == [
         ("llm-2", "llm-0"), ("llm-2-1", "llm-0")]
-    assert [(g.index, g.fate) for g in prediction.groups][:2] == [(3, "victim"), (2, "blocked")]
+    assert [(g.index, g.fate) for g in prediction.units][:2] == [(3, "victim"), (2, "blocked")]
     assert any("keeps group 2 for now" in note and "llm-0, llm-1" in note
                for note in prediction.notes)
 
@@ -170,7 +170,7 @@ def rolling_state(layout: list[tuple[list[str], str, bool]], *, replicas: int,
 
 
 def fates(prediction: Any) -> list[tuple[int, str]]:
-    return [(g.index, g.fate) for g in prediction.groups]
+    return [(g.index, g.fate) for g in prediction.units]
 
 
 def test_outdated_groups_below_the_new_count_are_possible_victims_of_the_update():
@@ -251,7 +251,7 @@ def test_a_scale_up_removes_nothing():
     lws, objects = lf.lws_state([[INF, HYB], [HYB, HYB]])
     prediction = predict_scale(view_of(objects), lws, 5, NOW)
     assert prediction.victims == [] and prediction.blocked == []
-    assert {g.fate for g in prediction.groups} == {"survives"}
+    assert {g.fate for g in prediction.units} == {"survives"}
 
 
 def test_a_missing_replicas_annotation_stops_the_controller_during_an_update():
@@ -408,7 +408,7 @@ def test_with_a_surge_victims_and_blocked_are_the_groups_above_the_target(ready,
     prediction = predict_scale(view_of(objects), lws, to, NOW)
     going = [f"llm-{g}" + w for g in reversed(range(to, len(ready))) for w in ("", "-1")]
     assert names(prediction.victims) + names([b.pod for b in prediction.blocked]) == going
-    kept = {g.index for g in prediction.groups if g.fate == "blocked"}
+    kept = {g.index for g in prediction.units if g.fate == "blocked"}
     assert kept == set(range(to, to + len(kept)))  # the lowest groups above the target wait
     if all(ready[:to]):
         assert not kept

@@ -19,10 +19,10 @@ from tests.support.brute import tie_breaks
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
 from webhook.core.replicaset.replicaset_sync import predict_deletions
-from webhook.core.scale.assessment import assess_scale, removes_protected
+from webhook.core.scale.policy_verdict import protection, worst_case_victims
 from webhook.core.scale.predict import predict_scale
 from webhook.core.scale.prediction import ScalePrediction
-from webhook.core.scale.verdict import protection, worst_case_victims
+from webhook.core.scale.safe_replicas import assess_scale, removes_protected
 from webhook.core.view.snapshot import Snapshot
 
 NOW = parse_time_ns("2026-02-01T00:00:00Z")

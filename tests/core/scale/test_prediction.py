@@ -49,7 +49,7 @@ def test_deployment_victims_use_deployment_wide_ranks():
     deployment, objects = _rollout_cluster()
     prediction = predict_scale(Snapshot(objects), deployment, 2, NOW)
     # 4 -> 2 with two RSs of 2: each loses one (older first on equal size, fraction -1).
-    assert prediction.replica_set_targets == {"web-old": (2, 1), "web-new": (2, 1)}
+    assert prediction.child_targets == {"web-old": (2, 1), "web-new": (2, 1)}
     # node-b holds one pod of each RS: rank 2 across the Deployment, 1 elsewhere. Ranked
     # per RS alone every pod would have rank 1 and the choice would be a coin toss.
     assert sorted(p.name for p in prediction.victims) == ["new-b", "old-b"]
@@ -82,19 +82,19 @@ def test_scale_down_that_completes_the_new_replicaset_removes_the_old_ones():
         f.pod("new-c", owner=new, node_name="node-c", phase="Unknown", ready=False),
     ]
     prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 2, NOW)
-    assert prediction.replica_set_targets == {"web-old": (2, 0), "web-new": (3, 2)}
+    assert prediction.child_targets == {"web-old": (2, 0), "web-new": (3, 2)}
     assert sorted(p.name for p in prediction.victims) == ["new-c", "old-a", "old-b"]
     assert prediction.possible_victims == []
     assert any("scales the old ReplicaSets to 0" in note for note in prediction.notes)
     # A kept pod that is not available: no saturation, the proportional split stands.
     pods[3] = f.pod("new-b", owner=new, node_name="node-b", ready=False)
     prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 2, NOW)
-    assert prediction.replica_set_targets == {"web-old": (2, 2), "web-new": (3, 2)}
+    assert prediction.child_targets == {"web-old": (2, 2), "web-new": (3, 2)}
     # minReadySeconds not yet elapsed since the pods became ready: not available either.
     pods[3] = f.pod("new-b", owner=new, node_name="node-b")
     deployment["spec"]["minReadySeconds"] = 10**9
     prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 2, NOW)
-    assert prediction.replica_set_targets == {"web-old": (2, 2), "web-new": (3, 2)}
+    assert prediction.child_targets == {"web-old": (2, 2), "web-new": (3, 2)}
 
 
 def test_split_that_leaves_one_replicaset_with_pods_gives_it_the_new_count():
@@ -112,7 +112,7 @@ def test_split_that_leaves_one_replicaset_with_pods_gives_it_the_new_count():
     pods += [f.pod(f"new-{i}", owner=new, node_name=f"node-{i}", cost=str(i),
                    ready=i >= 5) for i in range(8)]
     prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 2, NOW)
-    assert prediction.replica_set_targets == {"web-old": (1, 0), "web-new": (8, 2)}
+    assert prediction.child_targets == {"web-old": (1, 0), "web-new": (8, 2)}
     assert sorted(p.name for p in prediction.victims) == [
         "new-0", "new-1", "new-2", "new-3", "new-4", "new-5", "old-a"]
     assert any("the only one with pods" in note for note in prediction.notes)
@@ -143,7 +143,7 @@ def test_two_syncs_of_one_replicaset_make_the_recounted_ranks_uncertain():
             f.pod("new-c", owner=new, node_name="node-c", cost="1000",
                   ready_time="2026-03-14T12:00:00Z")]
     prediction = predict_scale(Snapshot([deployment, old, new, *pods]), deployment, 2, NOW)
-    assert prediction.replica_set_targets == {"web-old": (1, 0), "web-new": (8, 2)}
+    assert prediction.child_targets == {"web-old": (1, 0), "web-new": (8, 2)}
     victims = {p.name for p in prediction.victims}
     assert victims == {"old-a", "new-unready", "new-hybrid-0", "new-hybrid-1",
                        "new-hybrid-2", "new-a1", "new-a2"}
@@ -157,15 +157,15 @@ def test_single_replicaset_deployment_gets_exactly_the_new_count():
     rs = f.replicaset("api-1", replicas=5, owner=deployment, pod_hash="h1")
     pods = [f.pod(f"api-{i}", owner=rs, node_name=f"n{i}", cost=str(i)) for i in range(5)]
     prediction = predict_scale(Snapshot([deployment, rs, *pods]), deployment, 3, NOW)
-    assert prediction.replica_set_targets == {"api-1": (5, 3)}
+    assert prediction.child_targets == {"api-1": (5, 3)}
     assert [p.name for p in prediction.victims] == ["api-0", "api-1"]  # lowest costs
     assert [p.name for p in prediction.survivors] == ["api-2", "api-3", "api-4"]
     # An old RS scaled to 0 does not count as active.
     old = f.replicaset("api-0", replicas=0, owner=deployment, image=OLD_IMAGE,
                        pod_hash="h0", created="2025-01-01T00:00:00Z")
     prediction = predict_scale(Snapshot([deployment, rs, old, *pods]), deployment, 3, NOW)
-    assert prediction.replica_set_targets["api-1"] == (5, 3)
-    assert prediction.replica_set_targets["api-0"] == (0, 0)
+    assert prediction.child_targets["api-1"] == (5, 3)
+    assert prediction.child_targets["api-0"] == (0, 0)
     assert len(prediction.victims) == 2
 
 
@@ -181,7 +181,7 @@ def test_an_orphan_is_adopted_only_by_the_replicaset_whose_selector_it_matches()
     stray = f.pod("stray", node_name=None, labels={"app": "api", "pod-template-hash": "h0"})
     prediction = predict_scale(Snapshot([deployment, new, old, *pods, stray]), deployment,
                                2, NOW)
-    assert prediction.replica_set_targets["api-1"] == (3, 2)
+    assert prediction.child_targets["api-1"] == (3, 2)
     by_replicaset = {(p.replica_set, p.name) for p in prediction.victims}
     assert ("api-1", "api-0") in by_replicaset  # lowest cost of the new one's own pods
     assert ("api-1", "stray") not in by_replicaset

@@ -7,11 +7,11 @@ from typing import Any
 
 from ...core.objects.kube import replicas_of, spec_of
 from ...core.policy.policy import policy_for
-from ...core.scale.assessment import Assessment
 from ...core.scale.clamp import clamp_scale_down
-from ...core.scale.decision import decide_scale
 from ...core.scale.owner_sizing import owner_warnings
 from ...core.scale.requester import clamps, is_exempt, unchecked_answer
+from ...core.scale.safe_replicas import JudgedScale
+from ...core.scale.scope import decide_scale
 from ...core.text import warning_texts
 from ..review import AdmissionRequest, BadReview, allow, deny, with_patch
 from .context import Context, Decision, Outcome
@@ -138,7 +138,7 @@ def _untrusted(request: AdmissionRequest, ctx: Context, problem: str) -> Decisio
 
 
 def _scale_response(request: AdmissionRequest, ctx: Context,
-                    assessment: Assessment) -> Decision:
+                    assessment: JudgedScale) -> Decision:
     prediction, verdict = assessment.prediction, assessment.verdict
     victims = [p.name for p in prediction.victims]
     audit = {"victims": _clip(",".join(victims), 1000) or "none",

@@ -81,7 +81,7 @@ class PredictionFields(Protocol):
     victims: list[RankedPod]
     survivors: list[RankedPod]
     tie_groups: list[TieGroup]
-    replica_set_targets: dict[str, tuple[int, int]]
+    child_targets: dict[str, tuple[int, int]]
     notes: list[str]
     prefix_order: list[RankedPod] | None
     prefix_chain: ChainBound | None
@@ -148,7 +148,7 @@ def _deletions(into: PredictionFields, states: Sequence[Tracked],
         for pod in deletion.order:
             pod.replica_set = rs.name
         deletions[rs.name] = deletion
-        into.replica_set_targets[rs.name] = (rs.replicas, kept[rs.name])
+        into.child_targets[rs.name] = (rs.replicas, kept[rs.name])
         into.victims.extend(deletion.victims)
         into.survivors.extend(deletion.order[len(deletion.victims):])
     return deletions

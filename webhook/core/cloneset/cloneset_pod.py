@@ -29,6 +29,9 @@ PREPARING_UPDATE = "PreparingUpdate"
 SPECIFIED_DELETE_LABEL = "apps.kruise.io/specified-delete"
 REVISION_LABEL = "controller-revision-hash"
 IN_PLACE_UPDATE_READY = "InPlaceUpdateReady"
+# What this package reads of a pod beyond PodFacts: the live cache keeps it (the registry).
+POD_FIELDS = ("metadata.finalizers",)
+POD_CONDITIONS = (IN_PLACE_UPDATE_READY,)
 _RUNNING = 2  # PodFacts.phase_ordinal of Running
 _SECOND_NS = 1_000_000_000
 

@@ -51,8 +51,12 @@ def cloneset_pods(view: ClusterView, cloneset: Mapping[str, Any]) -> list[PodFac
 
 
 def predict_cloneset(view: ClusterView, cloneset: Mapping[str, Any], to_replicas: int,
-                     now_ns: int | None) -> ScalePrediction:
-    """Predict the pods the CloneSet controller deletes when `cloneset` goes to `to_replicas`."""
+                     now_ns: int | None = None, burst: int = 0) -> ScalePrediction:
+    """Predict the pods the CloneSet controller deletes when `cloneset` goes to `to_replicas`.
+
+    The registry's predictor: `burst` plays no part, since a CloneSet deletes every pod a
+    sync chooses at once (only `deleteReadyLimit`, read from its spec, holds some back).
+    """
     if to_replicas < 0:
         raise ValueError(f"replicas must be 0 or more, got {to_replicas}")
     prediction = ScalePrediction(kind=KIND, namespace=namespace_of(cloneset),
@@ -76,6 +80,7 @@ def predict_cloneset(view: ClusterView, cloneset: Mapping[str, Any], to_replicas
         prediction.tie_groups.append(_tie_group(waiting, ranked))
     if _one_prefix_order(spec, pods, outcome):
         prediction.prefix_order = prediction.order
+    prediction.reasons = _reasons(spec, outcome)
     prediction.notes.extend(outcome.notes)
     prediction.notes.extend(_notes(spec, outcome))
     return prediction
@@ -108,6 +113,22 @@ def _one_prefix_order(spec: CloneSetSpec, pods: Sequence[CloneSetPod], outcome: 
         return False
     revisions = {p.of_revision(spec.update_revision) for p in pods}
     return len(revisions) <= 1 and spec.partition_value in (None, 0)
+
+
+def _reasons(spec: CloneSetSpec, outcome: ScaleIn) -> dict[str, str]:
+    """Why a victim goes, where the CloneSet's own rules chose it before the ranking did."""
+    going = {id(p) for p in [*outcome.deleted, *outcome.held]}
+    updated_survives = any(p.of_revision(spec.update_revision) for p in outcome.order
+                           if id(p) not in going)
+    reasons = {}
+    for pod in [*outcome.deleted, *outcome.held]:
+        if pod.specified_delete or pod.name in spec.pods_to_delete:
+            reasons[pod.name] = ("specified for deletion (scaleStrategy.podsToDelete or the "
+                                 "apps.kruise.io/specified-delete label)")
+        elif updated_survives and not pod.of_revision(spec.update_revision):
+            reasons[pod.name] = ("of an old revision: the CloneSet scales in old revisions "
+                                 "first")
+    return reasons
 
 
 def _notes(spec: CloneSetSpec, outcome: ScaleIn) -> list[str]:

@@ -49,7 +49,7 @@ def predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_repl
         rs_name = name_of(rs)
         current = replicas_of(rs, default=0)
         target = targets.get(rs_name, current)
-        prediction.replica_set_targets[rs_name] = (current, target)
+        prediction.child_targets[rs_name] = (current, target)
         owned = _owned_by(view, namespace, rs, all_pods)
         deletion = deletions_of_facts(owned, all_pods, target, now_ns, burst)
         tag_replicaset(deletion.order, rs_name)

@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..argorollouts.prediction import predict_rollout_scale
+from ..cloneset.cloneset_pod import POD_CONDITIONS as CLONESET_POD_CONDITIONS
+from ..cloneset.cloneset_pod import POD_FIELDS as CLONESET_POD_FIELDS
+from ..cloneset.prediction import predict_cloneset
 from ..deployment.prediction import predict_deployment
 from ..leaderworkerset.prediction import predict_leader_worker_set
 from ..replicaset.prediction import predict_replicaset
@@ -27,7 +30,8 @@ _BY_COST = ("give the pods outside protected pools a lower deletion cost than th
 KINDS: tuple[WorkloadKind, ...] = (
     WorkloadKind(Resource("deployments", "Deployment", "apps/v1", True), ("deploy",),
                  predict_deployment, _BY_COST, template_validated=True,
-                 controller_users=(DEPLOYMENT_CONTROLLER,), names_replicasets=True),
+                 controller_users=(DEPLOYMENT_CONTROLLER,), names_replicasets=True,
+                 sizes=("ReplicaSet",), sizing_modelled=True),
     WorkloadKind(REPLICASETS, ("rs",), predict_replicaset, _BY_COST, template_validated=True,
                  controller_users=(DEPLOYMENT_CONTROLLER, ROLLOUTS_CONTROLLER),
                  names_replicasets=True),
@@ -44,13 +48,22 @@ KINDS: tuple[WorkloadKind, ...] = (
                  "keep the highest-index groups' pods outside protected pools (a "
                  "LeaderWorkerSet removes whole groups, highest group index first, and "
                  "deletion cost plays no part)",
-                 fix_alone=", or scale down fewer groups", unit="group", deletion_cost=False,
+                 fix_alone=", or scale down fewer groups", unit="group",
+                 unit_parts=("leader", "workers"), deletion_cost=False,
                  template=("leaderWorkerTemplate", "workerTemplate"),
-                 controller_users=(LWS_CONTROLLER,)),
+                 controller_users=(LWS_CONTROLLER,), sizes=("StatefulSet",)),
     # github.com/argoproj/argo-rollouts: a Deployment-like workload that sizes its ReplicaSets.
     WorkloadKind(Resource("rollouts", "Rollout", "argoproj.io/v1alpha1", True, optional=True),
                  ("ro",), predict_rollout_scale, _BY_COST,
-                 controller_users=(ROLLOUTS_CONTROLLER,)),
+                 controller_users=(ROLLOUTS_CONTROLLER,), sizes=("ReplicaSet",)),
+    # github.com/openkruise/kruise: deletes specified pods and old revisions first, then
+    # by rules like a ReplicaSet's (the deletion cost counts).
+    WorkloadKind(Resource("clonesets", "CloneSet", "apps.kruise.io/v1alpha1", True,
+                          optional=True), ("clone",), predict_cloneset,
+                 "give the pods outside protected pools a lower deletion cost than the "
+                 "protected ones (pods of an old revision and pods specified for deletion go "
+                 "before any cost decides), then retry",
+                 pod_fields=CLONESET_POD_FIELDS, pod_conditions=CLONESET_POD_CONDITIONS),
 )
 
 WORKLOADS = tuple(kind.resource for kind in KINDS)
@@ -72,6 +85,11 @@ KIND_ALIASES = {alias: kind.kind for kind in KINDS for alias in kind.aliases}
 # The accepted spellings, for messages and --help: long names, then the short ones.
 KIND_NAMES = (", ".join(k.kind.lower() for k in KINDS[:-1]) + f" or {KINDS[-1].kind.lower()}")
 KIND_SHORT_NAMES = ", ".join(kind.short_names[0] for kind in KINDS)
+# The kinds some kind's controller sizes: one of these with a controller owner is sized by it.
+SIZED_KINDS = frozenset(child for kind in KINDS for child in kind.sizes)
+# What some kind's predictor reads of a pod beyond `PodFacts` (the live cache keeps it).
+POD_FIELDS = tuple(dict.fromkeys(path for kind in KINDS for path in kind.pod_fields))
+POD_CONDITIONS = frozenset(condition for kind in KINDS for condition in kind.pod_conditions)
 # Every controller identity a kind names: who writes some kind's replicas.
 CONTROLLER_USERS = frozenset(user for kind in KINDS for user in kind.controller_users)
 
@@ -98,6 +116,17 @@ def kind_of_object(obj: Mapping[str, Any]) -> WorkloadKind | None:
             or api_version.rpartition("/")[0] == kind.group):
         return kind
     return None
+
+
+def kind_of_ref(ref: Mapping[str, Any]) -> WorkloadKind | None:
+    """The record of the kind an owner reference names, else None. A reference without
+    apiVersion, or with the core group, is read as an apps/v1 kind's (never a custom
+    resource's)."""
+    kind = BY_KIND.get(ref.get("kind") or "")
+    if kind is None:
+        return None
+    group = str(ref.get("apiVersion") or kind.resource.api_version).rpartition("/")[0]
+    return kind if group == kind.group or (group == "" and not kind.custom) else None
 
 
 def canonical_kind(kind: str) -> str | None:

@@ -35,6 +35,8 @@ class WorkloadKind:
     # The fix when nothing else can be offered (no safe count, no rolling update).
     fix_alone: str | None = None
     unit: str = "pod"  # what one replica is: a pod, or a group of pods
+    # What plan calls a unit's head pod and its other pods, e.g. ("leader", "workers").
+    unit_parts: tuple[str, str] = ("", "")
     deletion_cost: bool = True  # whether the pod-deletion-cost annotation steers it
     # The pod template, as keys under `spec` (a LeaderWorkerSet's is its workers').
     template: tuple[str, ...] = ("template",)
@@ -45,6 +47,19 @@ class WorkloadKind:
     controller_users: tuple[str, ...] = ()
     # Why any victim goes, when one reason fits them all (ordinals); else each its own.
     victim_reason: str | None = None
+    # The kinds of the children whose replicas its controller writes (a Deployment's
+    # ReplicaSets, a LeaderWorkerSet's StatefulSets): such a child with an owner is sized
+    # by it, so the webhook never blocks the owner's writes and `plan --all-workloads`
+    # plans the owner instead.
+    sizes: tuple[str, ...] = ()
+    # Its writes to its children are modelled here (the Deployment's proportional split),
+    # not left to the owner rule: its controller is exempt by user name instead.
+    sizing_modelled: bool = False
+    # What its predictor reads of a pod beyond `PodFacts`, so that the live cache's
+    # compact pods keep it: dotted paths (`metadata.finalizers`), and the types of the
+    # `status.conditions` it reads.
+    pod_fields: tuple[str, ...] = ()
+    pod_conditions: tuple[str, ...] = ()
     # Its victims are named with their ReplicaSet (the Deployment controller's kinds).
     names_replicasets: bool = False
 
@@ -73,6 +88,21 @@ class WorkloadKind:
         """Its `scaleCheck.kinds` switch in the Helm chart (custom resources), e.g.
         `leaderWorkerSets`."""
         return f"{self.kind[0].lower()}{self.kind[1:]}s"
+
+    @property
+    def units_key(self) -> str | None:
+        """The plan document's key for its units (`groups`); None when a replica is one
+        pod (the document's `pods` lists those)."""
+        return None if self.unit == "pod" else f"{self.unit}s"
+
+    @property
+    def children_key(self) -> str | None:
+        """The plan document's key for its children's sizes (`replicaSets`); None when
+        its controller sizes no child objects."""
+        if not self.sizes:
+            return None
+        child = self.sizes[0]
+        return f"{child[0].lower()}{child[1:]}s"
 
     @property
     def aliases(self) -> tuple[str, ...]:

@@ -54,6 +54,7 @@ from ..objects.kube import (
 )
 from ..objects.podfacts import PodFacts
 from ..replicaset.active_pods_with_ranks import RankedPod, ranked_pod
+from ..scale.units import BLOCKED, POSSIBLE_VICTIM, SURVIVES, VICTIM
 from ..statefulset.stateful_set_control import Wait, running_and_ready
 from ..view.cluster import ClusterView, candidate_pod_facts
 
@@ -63,10 +64,9 @@ WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 REVISION_LABEL = "leaderworkerset.sigs.k8s.io/template-revision-hash"
 REPLICAS_ANNOTATION = "leaderworkerset.sigs.k8s.io/replicas"
 
-VICTIM, BLOCKED, SURVIVES = "victim", "blocked", "survives"
 # A group the rolling update under way may delete and recreate (leader under the same
 # name, workers with the old worker StatefulSet): when depends on its replacements' readiness.
-REPLACED = "possible-victim"
+REPLACED = POSSIBLE_VICTIM
 _FIRST = itemgetter(0)
 
 
@@ -78,6 +78,16 @@ class LwsGroup:
     leader: RankedPod | None
     workers: list[RankedPod] = field(default_factory=list)  # by worker index
     fate: str = SURVIVES
+
+    @property
+    def head(self) -> RankedPod | None:
+        """The leader: the group's unit head (`ReplicaUnit`)."""
+        return self.leader
+
+    @property
+    def rest(self) -> list[RankedPod]:
+        """The workers."""
+        return self.workers
 
     @property
     def pods(self) -> list[RankedPod]:

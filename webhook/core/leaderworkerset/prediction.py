@@ -11,7 +11,7 @@ from typing import Any
 from ..replicaset.active_pods_with_ranks import RankedPod, TieGroup
 from ..scale.prediction import Blocked, ScalePrediction, empty_prediction
 from ..view.cluster import ClusterView
-from .leader_worker_set import BLOCKED, REPLACED, VICTIM, scale_groups
+from .leader_worker_set import BLOCKED, REPLACED, VICTIM, LwsGroup, scale_groups
 
 
 def predict_leader_worker_set(view: ClusterView, lws: Mapping[str, Any], to_replicas: int,
@@ -24,8 +24,9 @@ def predict_leader_worker_set(view: ClusterView, lws: Mapping[str, Any], to_repl
     clock and the sync size (`now_ns`, `burst`) play no part."""
     prediction = empty_prediction(lws, to_replicas)
     scale = scale_groups(view, lws, to_replicas)
-    prediction.groups = scale.groups
+    prediction.units = list(scale.groups)
     prediction.pods_per_replica = scale.size
+    prediction.reasons = _reasons(scale.groups, to_replicas)
     replaced: list[RankedPod] = []
     for group in scale.groups:
         if group.fate == VICTIM:
@@ -44,3 +45,18 @@ def predict_leader_worker_set(view: ClusterView, lws: Mapping[str, Any], to_repl
                         + prediction.survivors)
     prediction.notes.extend(scale.notes)
     return prediction
+
+
+def _reasons(groups: list[LwsGroup], to_replicas: int) -> dict[str, str]:
+    """Why each pod of a condemned group goes, by pod name."""
+    reasons = {}
+    for group in groups:
+        if group.index < to_replicas:
+            continue
+        where = f"group {group.index} at or above the new count {to_replicas}"
+        if group.leader is not None:
+            reasons[group.leader.name] = f"leader of {where}"
+        for worker in group.workers:
+            reasons[worker.name] = (f"worker of {where} (garbage-collected with its "
+                                    "leader's worker StatefulSet)")
+    return reasons

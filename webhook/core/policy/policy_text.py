@@ -1,8 +1,8 @@
 """A policy explained in plain words: what `python -m webhook policy check` prints.
 
 Pure: it reads a validated Policy and returns lines of text. The words follow what the
-code does (core/policy.py, core/verdict.py), so a reviewer of a ConfigMap change can read
-what the new policy will do without knowing its YAML.
+code does (core/policy/policy.py, core/scale/policy_verdict.py), so a reviewer of a
+ConfigMap change can read what the new policy will do without knowing its YAML.
 """
 
 from __future__ import annotations

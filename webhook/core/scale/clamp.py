@@ -18,8 +18,8 @@ from typing import Any
 from ..objects.kube import name_of, namespace_of
 from ..policy.policy import Policy
 from ..view.cluster import ClusterView
-from .assessment import Assessment, assess_scale
-from .decision import out_of_scope_reason
+from .safe_replicas import JudgedScale, assess_scale
+from .scope import out_of_scope_reason
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Clamp:
     current: int
     requested: int
     replicas: int  # the count to write: requested when safe, else in (requested, current]
-    assessment: Assessment | None  # the requested count judged; None when out of scope
+    assessment: JudgedScale | None  # the requested count judged; None when out of scope
     out_of_scope: str | None = None  # why the policy does not apply, in words
 
     @property

@@ -1,11 +1,13 @@
 """Who sizes a workload: the controller that owns it, when that is not a Deployment.
 
-A ReplicaSet or StatefulSet whose controller `ownerReference` names another object (an
-Argo Rollout, a LeaderWorkerSet, a CloneSet, any operator) is sized by that owner: the
-owner's controller writes its `spec.replicas` and retries a refused write forever, so a
-denial stalls the rollout or the scale instead of protecting anything. The Deployment
-controller is the exception poolguard models (its proportional split and syncs), and its
-own writes are exempt by user name (`scaleDown.exemptUsers`).
+A child of a kind some workload kind sizes (a ReplicaSet or StatefulSet: the registry's
+`sizes`) whose controller `ownerReference` names another object (an Argo Rollout, a
+LeaderWorkerSet, any operator) is sized by that owner: the owner's controller writes its
+`spec.replicas` and retries a refused write forever, so a denial stalls the rollout or the
+scale instead of protecting anything. A kind whose sizing poolguard models (the
+Deployment's proportional split and syncs: its record's `sizing_modelled`) is the
+exception, and its controller's own writes are exempt by user name
+(`scaleDown.exemptUsers`).
 """
 
 from __future__ import annotations
@@ -13,29 +15,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..kinds.registry import SIZED_KINDS, kind_of_ref
 from ..objects.kube import controller_ref, name_of, namespace_of
-
-OWNED_KINDS = ("ReplicaSet", "StatefulSet")
-
-
-def is_deployment_ref(ref: Mapping[str, Any]) -> bool:
-    """True for an owner reference to an apps/v1 Deployment (or one without apiVersion)."""
-    group = str(ref.get("apiVersion") or "apps/v1").rpartition("/")[0]
-    return ref.get("kind") == "Deployment" and group in ("apps", "")
 
 
 def sizing_owner(kind: str, workload: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """The controller reference of a ReplicaSet or StatefulSet owned by a non-Deployment.
+    """The controller reference of a child some kind sizes (a ReplicaSet, a StatefulSet)
+    whose owner's sizing is not modelled here.
 
-    None for other kinds, for workloads without a controller and for Deployment-owned
-    ReplicaSets (poolguard judges those through the Deployment's own model).
+    None for other kinds, for workloads without a controller and for children of a kind
+    whose sizing poolguard models (a Deployment's ReplicaSets, judged through the
+    Deployment's split).
     """
-    if kind not in OWNED_KINDS or not workload:
+    if kind not in SIZED_KINDS or not workload:
         return None
     ref = controller_ref(workload)
-    if ref is None or is_deployment_ref(ref):
+    if ref is None:
         return None
-    return ref
+    owner = kind_of_ref(ref)
+    return None if owner is not None and owner.sizing_modelled else ref
 
 
 def owner_warnings(kind: str, workload: Mapping[str, Any],

@@ -14,11 +14,11 @@ from operator import attrgetter, is_not
 from typing import Any
 
 from ..cost.deletion_cost import go_quote
-from ..leaderworkerset.leader_worker_set import LwsGroup
 from ..objects.kube import name_of, namespace_of, replicas_of
 from ..replicaset.active_pods_with_ranks import RankedPod, TieGroup, possible_victims
 from ..replicaset.chain_bound import ChainBound
 from ..statefulset.stateful_set_control import Wait
+from .units import ReplicaUnit
 
 
 @dataclass
@@ -50,7 +50,12 @@ class ScalePrediction:
     blocked: list[Blocked] = field(default_factory=list)
     tie_groups: list[TieGroup] = field(default_factory=list)
     order: list[RankedPod] | None = None
-    replica_set_targets: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # The children whose replicas the workload's controller writes (a Deployment's
+    # ReplicaSets), by name: (from, to).
+    child_targets: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # Why a victim goes, by pod name, where the kind's controller says it better than the
+    # ranking does (a group's leader and workers).
+    reasons: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # One order whose every prefix is the victim set of a smaller target, when that holds
     # (one ReplicaSet or StatefulSet shrinks; syncs replay identically up to a smaller
@@ -59,9 +64,10 @@ class ScalePrediction:
     # Along `prefix_order`, what every chain of syncs can delete (scale-downs larger than
     # one sync); None for StatefulSets, which delete by ordinal.
     prefix_chain: ChainBound | None = None
-    # LeaderWorkerSets: every group (leader and workers) with its fate, highest index first.
-    groups: list[LwsGroup] | None = None
-    pods_per_replica: int = 1  # a LeaderWorkerSet's group size
+    # Kinds whose replica is a group of pods that goes whole (the kind's `unit`): every
+    # unit with its fate, highest index first; None when a replica is one pod.
+    units: list[ReplicaUnit] | None = None
+    pods_per_replica: int = 1  # the pods of one unit
 
     @property
     def possible_victims(self) -> list[RankedPod]:

@@ -48,9 +48,9 @@ def state_gaps(workload: Mapping[str, Any], prediction: ScalePrediction,
 def _pods_of(prediction: ScalePrediction) -> list[RankedPod]:
     """Every active pod the prediction saw, once each."""
     seen: dict[str, RankedPod] = {}
-    groups = [pod for group in prediction.groups or [] for pod in group.pods]
+    in_units = [pod for unit in prediction.units or [] for pod in unit.pods]
     for pod in [*prediction.victims, *(b.pod for b in prediction.blocked),
-                *prediction.survivors, *groups]:
+                *prediction.survivors, *in_units]:
         seen.setdefault(pod.name, pod)
     return list(seen.values())
 

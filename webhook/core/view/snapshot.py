@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..kinds.registry import WORKLOAD_KINDS, is_workload_object
+from ..kinds.resource import REPLICASETS
 from ..objects.kube import labels_of, name_of, namespace_of
 from ..objects.podfacts import PodFacts
 from .cluster import IndexedClusterView
@@ -45,7 +46,7 @@ class Snapshot(IndexedClusterView):
             self._nodes[name_of(obj)] = obj
         elif kind == "Namespace":
             self._namespaces[name_of(obj)] = labels_of(obj)
-        if kind == "ReplicaSet":
+        if kind == REPLICASETS.kind:
             self._replicasets[namespace_of(obj)].append(obj)
         if kind in WORKLOAD_KINDS and is_workload_object(obj):
             self._workloads[(kind, namespace_of(obj), name_of(obj))] = obj

@@ -35,7 +35,7 @@ class Violation:
 
 
 @dataclass
-class Verdict:
+class PolicyVerdict:
     """The policy's answer: `allowed` already reflects the enforcement mode."""
 
     allowed: bool
@@ -137,7 +137,7 @@ def worst_case_victims(prediction: ScalePrediction,
 
 
 def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLookup,
-             protected: Protection | None = None) -> Verdict:
+             protected: Protection | None = None) -> PolicyVerdict:
     """Judge `prediction`: violations name victims, rule and fix; enforcement sets `allowed`.
 
     `protected`: the pool lookup to use (and share with later reads of the prediction).
@@ -145,7 +145,7 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
     if prediction.blocked:
         return _evaluate_stalling(policy, prediction, node_lookup, protected)
     rules = policy.scale_down
-    verdict = Verdict(allowed=True, enforcement=rules.enforcement,
+    verdict = PolicyVerdict(allowed=True, enforcement=rules.enforcement,
                       warnings=list(prediction.notes))
     if not prediction.victims and not prediction.possible_victims:
         return verdict  # nothing goes, not even in the worst case
@@ -198,7 +198,7 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
 
 
 def _evaluate_stalling(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLookup,
-                       protected: Protection | None) -> Verdict:
+                       protected: Protection | None) -> PolicyVerdict:
     """Judge a scale-down that can stall: its end state (the blocked pods gone too) and
     the state it waits in (only the pods deleted without waiting gone), which lasts as
     long as the pod it waits on stays as it is."""
@@ -254,7 +254,7 @@ def _required_text(rules: ScaleDownPolicy, prediction: ScalePrediction) -> str:
     return str(required)
 
 
-def _add_cost_hint(verdict: Verdict, lost: list[RankedPod], kept: list[RankedPod],
+def _add_cost_hint(verdict: PolicyVerdict, lost: list[RankedPod], kept: list[RankedPod],
                    describe: Callable[[RankedPod], str]) -> None:
     """Name the surviving pods whose cost does not put them ahead of the protected victims."""
     if not lost or not kept:

@@ -18,17 +18,17 @@ from ..objects.kube import labels_of, name_of, namespace_of, spec_of
 from ..objects.selectors import selector_matches
 from ..policy.policy import Policy
 from ..view.cluster import ClusterView
-from .assessment import Assessment, assess_scale
+from .policy_verdict import PolicyVerdict
 from .predict import predict_scale
-from .verdict import Verdict
+from .safe_replicas import JudgedScale, assess_scale
 
 
 @dataclass
-class ScaleDecision:
+class ScopedDecision:
     """The webhook's decision: `assessment` is None when the scale is out of scope."""
 
     out_of_scope: str | None  # why the policy does not apply, in words
-    assessment: Assessment | None
+    assessment: JudgedScale | None
 
 
 @dataclass
@@ -36,7 +36,7 @@ class ScalePreview:
     """`plan`'s view of the same decision: always the victims, and why it is unchecked."""
 
     out_of_scope: str | None
-    assessment: Assessment
+    assessment: JudgedScale
 
 
 def template_labels(workload: Mapping[str, Any],
@@ -84,14 +84,14 @@ def out_of_scope_reason(policy: Policy, namespace_labels: Mapping[str, str],
 
 
 def decide_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
-                 to_replicas: int, now_ns: int | None) -> ScaleDecision:
+                 to_replicas: int, now_ns: int | None) -> ScopedDecision:
     """Decide a scale of `workload` to `to_replicas`, as `/validate-scale` answers it."""
     reason = out_of_scope_reason(policy, view.namespace_labels(namespace_of(workload)), workload,
                                  view)
     if reason is not None:
-        return ScaleDecision(reason, None)
+        return ScopedDecision(reason, None)
     # Quick: the answer must come inside the API server's timeout (see assess_scale).
-    return ScaleDecision(None, assess_scale(view, policy, workload, to_replicas, now_ns,
+    return ScopedDecision(None, assess_scale(view, policy, workload, to_replicas, now_ns,
                                             quick=True))
 
 
@@ -107,6 +107,6 @@ def preview_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any]
     if reason is None:
         return ScalePreview(None, assess_scale(view, policy, workload, to_replicas, now_ns))
     prediction = predict_scale(view, workload, to_replicas, now_ns)
-    verdict = Verdict(allowed=True, enforcement=policy.scale_down.enforcement,
+    verdict = PolicyVerdict(allowed=True, enforcement=policy.scale_down.enforcement,
                       warnings=[f"not checked: {reason}", *prediction.notes])
-    return ScalePreview(reason, Assessment(prediction, verdict))
+    return ScalePreview(reason, JudgedScale(prediction, verdict))

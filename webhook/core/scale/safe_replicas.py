@@ -9,26 +9,28 @@ from operator import attrgetter
 from typing import Any
 
 from ..kinds.registry import BY_KIND
-from ..leaderworkerset.leader_worker_set import REPLACED
 from ..policy.policy import Policy
 from ..replicaset.replicaset_sync import BURST_REPLICAS
 from ..view.cluster import ClusterView
+from .policy_verdict import PolicyVerdict, Protection, evaluate, protection, worst_case_victims
 from .predict import predict_scale
 from .prediction import ScalePrediction
-from .verdict import Protection, Verdict, evaluate, protection, worst_case_victims
+from .units import POSSIBLE_VICTIM
 
 _NODE_NAME = attrgetter("facts.node_name")
 
 
 @dataclass
-class Assessment:
+class JudgedScale:
+    """A scale's prediction and the policy's verdict on it, with the safe count and fix."""
+
     prediction: ScalePrediction
-    verdict: Verdict
+    verdict: PolicyVerdict
 
 
 def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
                  to_replicas: int, now_ns: int | None, quick: bool = False,
-                 burst: int = BURST_REPLICAS) -> Assessment:
+                 burst: int = BURST_REPLICAS) -> JudgedScale:
     """Predict the victims of scaling `workload` to `to_replicas` and judge them.
 
     The safe replica count comes with every verdict, except with `quick` (the webhook,
@@ -40,7 +42,7 @@ def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
     prediction = predict_scale(view, workload, to_replicas, now_ns, burst)
     protected = protection(policy, view.node)
     verdict = evaluate(policy, prediction, view.node, protected)
-    one_prediction = prediction.prefix_order is not None or prediction.groups is not None
+    one_prediction = prediction.prefix_order is not None or prediction.units is not None
     if not quick or (verdict.violations and one_prediction):
         verdict.safe_replicas = smallest_safe_replicas(view, policy, workload, prediction,
                                                        now_ns, protected, burst, quick)
@@ -48,7 +50,7 @@ def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
         fix = _fix_text(prediction, verdict.safe_replicas)
         for violation in verdict.violations:
             violation.fix = fix
-    return Assessment(prediction, verdict)
+    return JudgedScale(prediction, verdict)
 
 
 def removes_protected(view: ClusterView, policy: Policy, prediction: ScalePrediction) -> bool:
@@ -70,8 +72,8 @@ def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[
     """
     if protected is None:
         protected = protection(policy, view.node)
-    if prediction.groups is not None:
-        return _safe_groups(prediction, protected)
+    if prediction.units is not None:
+        return _safe_units(prediction, protected)
     if prediction.prefix_order is None:
         return None if quick else _search_safe_replicas(
             view, policy, workload, now_ns, burst,
@@ -108,18 +110,18 @@ def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[
     return len(order) - safe
 
 
-def _safe_groups(prediction: ScalePrediction, protected: Protection) -> int:
-    """A LeaderWorkerSet's: whole groups go, highest index first, so the count that keeps
-    every group with a pod on a protected pool (at most the current count: a surge group
-    above it goes whatever the count). A protected group that a rolling update under way
-    may recreate is a possible victim at every lower count, so only the current is safe."""
-    assert prediction.groups is not None
+def _safe_units(prediction: ScalePrediction, protected: Protection) -> int:
+    """Whole units (a LeaderWorkerSet's groups) go, highest index first, so the count that
+    keeps every unit with a pod on a protected pool (at most the current count: a surge
+    unit above it goes whatever the count). A protected unit that a rolling update under
+    way may recreate is a possible victim at every lower count, so only the current is safe."""
+    assert prediction.units is not None
     ceiling = max(prediction.from_replicas, prediction.to_replicas)
-    protected_groups = [group for group in prediction.groups
-                        if any(_protected_flags(group.pods, protected))]
-    if any(group.fate == REPLACED for group in protected_groups):
+    protected_units = [unit for unit in prediction.units
+                       if any(_protected_flags(unit.pods, protected))]
+    if any(unit.fate == POSSIBLE_VICTIM for unit in protected_units):
         return ceiling
-    highest = max((group.index for group in protected_groups), default=-1)
+    highest = max((unit.index for unit in protected_units), default=-1)
     return min(highest + 1, ceiling)
 
 
@@ -174,10 +176,10 @@ def _fix_text(prediction: ScalePrediction, safe: int | None) -> str:
     elif prediction.to_replicas < safe < prediction.from_replicas:
         options.append(f"scale to {safe} replicas or more for now (the smallest count that "
                        "removes no protected-pool pod)")
-    if any(group.fate == REPLACED for group in prediction.groups or []):
-        options.append("scale down once the rolling update under way is complete (until "
-                       "then it may recreate the outdated groups that stay)")
     kind = BY_KIND[prediction.kind]
+    if any(unit.fate == POSSIBLE_VICTIM for unit in prediction.units or []):
+        options.append("scale down once the rolling update under way is complete (until "
+                       f"then it may recreate the outdated {kind.unit}s that stay)")
     alone = kind.fix_alone if not options and kind.fix_alone else ""
     options.append(kind.fix + alone)
     return "; or ".join(options)

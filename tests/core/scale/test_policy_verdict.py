@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.support import factories as f
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
-from webhook.core.scale.assessment import assess_scale
+from webhook.core.scale.safe_replicas import assess_scale
 from webhook.core.view.snapshot import Snapshot
 
 NOW = parse_time_ns("2026-02-01T00:00:00Z")
