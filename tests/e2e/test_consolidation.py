@@ -161,6 +161,7 @@ def test_scale_downs_free_the_nodes_plan_names_and_the_best_possible(
         replicas -= step
         wait_settled(env, ns)
         freed = held_before - held_hybrid_nodes(env, ns)
+        report("kubectl scale", freed, document, best)
         assert freed == {entry["node"] for entry in document["freedNodes"]}, document
         assert len(freed) == best == document["bestFreedNodes"]
         assert inference <= set(active_pods(env, ns)), "an inference pod was deleted"
@@ -197,7 +198,7 @@ def cheapest_hybrid_node(env: Environment, ns: str) -> int:
     return min(prices)
 
 
-def hpa_step(env: Environment, ns: str, start: Callable[[], None], replicas: int,
+def hpa_step(env: Environment, ns: str, start: Callable[[], object], replicas: int,
              inference: dict[str, str]) -> tuple[set[str], list[ScaleWrite]]:
     """Let the HPA shrink `serve` to `replicas` (`start` makes it act); the hybrid nodes
     this freed and the HPA's scale writes it took."""
@@ -213,6 +214,14 @@ def hpa_step(env: Environment, ns: str, start: Callable[[], None], replicas: int
                       lambda: scale_writes(env, ns, "serve")[writes_before:], timeout=30,
                       interval=1.0)
     return held_before - held_hybrid_nodes(env, ns), writes
+
+
+def report(step: str, freed: set[str], document: dict[str, Any], best: int) -> None:
+    """One line per step for the log (`pytest -s`): what was freed against the figures."""
+    print(f"\n{step} {document['replicas']['from']}->{document['replicas']['to']}: freed "
+          f"{sorted(freed)}; plan's freedNodes "
+          f"{sorted(e['node'] for e in document['freedNodes'])}, bestFreedNodes "
+          f"{document['bestFreedNodes']}; best counted here {best}")
 
 
 def test_the_real_hpa_frees_through_the_clamp_what_plan_names(
@@ -234,6 +243,7 @@ def test_the_real_hpa_frees_through_the_clamp_what_plan_names(
     assert document["allowed"] is True and document["clampedTo"] is None, document
     freed, writes = hpa_step(env, ns, lambda: apply(env, ns, hpa("serve", target, replicas)),
                              target, inference)
+    report("HPA, not clamped", freed, document, best)
     assert writes[0] == ScaleWrite(200, clamp_called=True, mutated=False, clamped=""), writes
     assert HPA_USER in metrics_api.users(f"/apis/metrics.k8s.io/v1beta1/namespaces/{ns}/pods")
     assert freed == {entry["node"] for entry in document["freedNodes"]}, document
@@ -254,6 +264,7 @@ def test_the_real_hpa_frees_through_the_clamp_what_plan_names(
             "-n", ns, "patch", "hpa", "serve", "--type=merge",
             "-p", f'{{"spec":{{"minReplicas":{MIN_REPLICAS}}}}}', check=True),
             clamped_to, inference)
+        report(f"HPA asking {MIN_REPLICAS}, clamped", freed, document, best)
         assert writes[0] == ScaleWrite(200, clamp_called=True, mutated=True, clamped=(
             f"{target}->{MIN_REPLICAS} became {target}->{clamped_to}")), writes
         assert freed == {entry["node"] for entry in document["freedNodes"]}, document
