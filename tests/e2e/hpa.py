@@ -135,6 +135,7 @@ class ScaleWrite:
     clamp_called: bool  # the API server called clamp.poolguard.dev for it
     mutated: bool  # ... and the webhook changed the count
     clamped: str  # the webhook's audit annotation ("6->2 became 6->4"), "" when unchanged
+    reason: str = ""  # the API server's reason for a failed write ("Conflict"), else ""
 
 
 def scale_writes(env: Environment, namespace: str, name: str) -> list[ScaleWrite]:
@@ -150,10 +151,11 @@ def scale_writes(env: Environment, namespace: str, name: str) -> list[ScaleWrite
         notes = event.get("annotations") or {}
         calls = [json.loads(v) for k, v in notes.items() if k.startswith(MUTATION_PREFIX)]
         clamp = [c for c in calls if c.get("webhook") == CLAMP_WEBHOOK]
+        status = event.get("responseStatus") or {}
         found.append(ScaleWrite(
-            code=int((event.get("responseStatus") or {}).get("code", 0)),
-            clamp_called=bool(clamp), mutated=any(c.get("mutated") for c in clamp),
-            clamped=notes.get(CLAMPED, "")))
+            code=int(status.get("code", 0)), clamp_called=bool(clamp),
+            mutated=any(c.get("mutated") for c in clamp), clamped=notes.get(CLAMPED, ""),
+            reason=status.get("reason") or ""))
     return found
 
 

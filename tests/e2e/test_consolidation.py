@@ -269,8 +269,13 @@ def test_the_real_hpa_frees_through_the_clamp_what_plan_names(
             f"{target}->{MIN_REPLICAS} became {target}->{clamped_to}")), writes
         assert freed == {entry["node"] for entry in document["freedNodes"]}, document
         assert len(freed) == best == document["bestFreedNodes"], (freed, best, document)
-        # the HPA was never refused: it was answered with the clamped count
-        assert all(w.code == 200 for w in scale_writes(env, ns, "serve"))
+        # the HPA was never refused, only answered with the clamped count: a write that
+        # raced the Deployment controller's status update (409 Conflict) is retried by the
+        # HPA in the same sync (RetryOnConflict) and is no FailedRescale
+        writes = scale_writes(env, ns, "serve")
+        assert all(w.code == 200 or (w.code, w.reason) == (409, "Conflict") for w in writes), \
+            writes
+        assert writes[-1].code == 200, writes
         assert "FailedRescale" not in hpa_event_reasons(env, ns, "serve")
         assert untouched(env, ns, inference), "an inference pod was deleted"
     finally:
