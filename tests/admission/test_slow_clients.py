@@ -7,7 +7,12 @@ they are held, good pod reviews (on new and on kept-alive connections) and `/hea
 each be answered within 1 s. Once they go, the server must be fully back within 2 s, and
 the idle kept-alive connections (the API server's) must still work.
 
-Loopback only; about 25 s. SLOW_CLIENTS=N sets the number held per kind (default 200).
+The 1 s and 2 s hold on an idle machine. On a busy one they stretch by how much slower a
+CPU-bound process runs there (measured before and after the siege, the larger taken),
+but never to 4 s: the server's deadlines on a silent client are 5 s of wall-clock time,
+however busy the machine, and a review that had waited for one must still fail.
+
+Loopback only; about 30 s. SLOW_CLIENTS=N sets the number held per kind (default 200).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import socket
 import ssl
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -31,15 +37,25 @@ from tests.support import reviews
 from tests.support.serving import (
     ANSWER_WITHIN,
     Server,
+    answer_bound,
+    cpu_slowness,
     request,
     running_server,
     served_like_make_run,
 )
+from webhook.admission.worker import BODY_SECONDS, HANDSHAKE_SECONDS, HEAD_SECONDS
 from webhook.cluster.state import EXAMPLE_STATE
 
 PER_KIND = int(os.environ.get("SLOW_CLIENTS", "200"))
 HOLD_SECONDS = 8.0  # longer than the server's deadlines, so dropped ones are reopened
 BACK_WITHIN = 2.0
+# No bound stretches this far: a review stuck behind a silent client until the server's
+# deadline dropped it would take at least the deadline.
+STARVED = 0.8 * min(HANDSHAKE_SECONDS, HEAD_SECONDS, BODY_SECONDS)
+# How long an idle kept-alive connection may take to answer once the siege is over: a
+# hang guard only (it must answer at all; the probes time the server's recovery).
+IDLE_ANSWER_GUARD = 30.0
+RAMP_SECONDS = min(HANDSHAKE_SECONDS, HEAD_SECONDS, BODY_SECONDS)  # to open each kind
 KINDS = ("tls-then-silence", "partial-client-hello", "slowloris-headers", "slow-body",
          "length-without-body", "idle-keep-alive")
 
@@ -109,17 +125,37 @@ class Siege:
     async def _main(self) -> None:
         self.stopping = asyncio.Event()
         tasks = []
+        # A ramp over one deadline, not a SYN flood on the backlog: the server then drops
+        # the connections it drops a few at a time, not all at once, so reopening them
+        # never takes a whole wave of TLS handshakes at once (on a busy machine such a
+        # wave kept a quarter of a kind closed).
+        pause = RAMP_SECONDS * 20 / self.per_kind
         for index in range(self.per_kind):
             tasks.append(asyncio.create_task(self._hold(self.kind)))
             if index % 20 == 19:
-                await asyncio.sleep(0.05)  # a ramp, not a SYN flood on the backlog
+                await asyncio.sleep(pause)
         while not self.stop_event.is_set():
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)
+            self._top_up(tasks)
         self.stopping.set()
         if self.kind != "idle-keep-alive":
             for task in tasks:
                 task.cancel()  # the slow connections go; idle ones send one more request
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _top_up(self, tasks: list[asyncio.Task[None]]) -> None:
+        """Keep `per_kind` connections open, not just `per_kind` slots: on a busy machine a
+        dropped connection takes a while to come back (a TLS handshake in a process that
+        gets a fraction of a core), so while a tenth or more are missing, one more slot is
+        opened for each missing connection, up to twice `per_kind` slots. Idle kept-alive
+        connections are never dropped, and exactly `per_kind` of them are counted."""
+        if self.kind == "idle-keep-alive":
+            return
+        missing = self.per_kind - self.counts[OPEN_NOW]
+        if missing < self.per_kind // 10:
+            return
+        for _ in range(min(missing, 2 * self.per_kind - len(tasks))):
+            tasks.append(asyncio.create_task(self._hold(self.kind)))
 
     async def _hold(self, kind: str) -> None:
         while not self.stopping.is_set():
@@ -180,7 +216,7 @@ class Siege:
         # The siege is over: the kept-alive connection must still answer.
         writer.write(get)
         try:
-            await asyncio.wait_for(self._read_response(reader), timeout=BACK_WITHIN + 3)
+            await asyncio.wait_for(self._read_response(reader), timeout=IDLE_ANSWER_GUARD)
             self._add(KEPT_ALIVE_OK)
         except (TimeoutError, OSError, asyncio.IncompleteReadError):
             self._add(ERRORS)
@@ -194,28 +230,47 @@ class Siege:
         await reader.readexactly(length)
 
 
-def check_answers(server: Server, keep_alive: http.client.HTTPSConnection,
-                  body: bytes) -> list[str]:
-    """Problems with one round of probes: new connection, kept-alive connection, /healthz."""
-    problems = []
+@dataclass(frozen=True)
+class Probe:
+    """One timed probe: what was asked, how long the answer took, and what was wrong with
+    it whatever the time (None: a right answer)."""
+
+    name: str
+    took: float
+    problem: str | None
+
+
+def probe_round(server: Server, keep_alive: http.client.HTTPSConnection,
+                body: bytes) -> list[Probe]:
+    """One round of probes: a pod review on a new connection and on the kept-alive one,
+    and /healthz. Timed, judged later against the bound for the machine's slowness."""
+    probes = []
     for name, method, path, payload, connection in (
             ("pod review on a new connection", "POST", "/mutate-pods", body, None),
             ("pod review on a kept-alive connection", "POST", "/mutate-pods", body, keep_alive),
             ("/healthz", "GET", "/healthz", None, None)):
         started = time.monotonic()
         try:
-            status, _, answer = request(server, method, path, payload, connection=connection)
+            status, _, answer = request(server, method, path, payload, timeout=STARVED,
+                                        connection=connection)
         except OSError as err:
-            problems.append(f"{name}: {err!r} after {time.monotonic() - started:.2f}s")
+            probes.append(Probe(name, time.monotonic() - started, repr(err)))
             continue
-        took = time.monotonic() - started
-        if status != 200 or took > ANSWER_WITHIN:
-            problems.append(f"{name}: HTTP {status} after {took:.2f}s")
+        took, problem = time.monotonic() - started, None
+        if status != 200:
+            problem = f"HTTP {status}"
         elif path == "/mutate-pods":
             response = json.loads(answer)["response"]
             if not (response["allowed"] and response.get("patch")):
-                problems.append(f"{name}: unexpected answer {response}")
-    return problems
+                problem = f"unexpected answer {response}"
+        probes.append(Probe(name, took, problem))
+    return probes
+
+
+def failed(probes: list[Probe], within: float) -> list[str]:
+    """The probes answered wrongly or later than `within` seconds, described."""
+    return [f"{p.name}: {p.problem or 'answered'} after {p.took:.2f}s (bound {within:.2f}s)"
+            for p in probes if p.problem is not None or p.took > within]
 
 
 @pytest.fixture(scope="module")
@@ -226,12 +281,15 @@ def server(tmp_path_factory) -> Iterator[Server]:
 
 def test_good_reviews_are_answered_while_slow_clients_are_held(server: Server) -> None:
     body = good_pod_review()
-    keep_alive = http.client.HTTPSConnection(server.host, server.port, timeout=ANSWER_WITHIN,
+    slowness_before = cpu_slowness()  # the siege's own processes not started yet
+    keep_alive = http.client.HTTPSConnection(server.host, server.port, timeout=STARVED,
                                              context=server.client_context())
-    assert check_answers(server, keep_alive, body) == []
+    first = probe_round(server, keep_alive, body)
+    assert failed(first, answer_bound(ANSWER_WITHIN, slowness_before, STARVED)) == []
     sieges = {kind: Siege(server, kind, PER_KIND) for kind in KINDS}
     for siege in sieges.values():
         siege.start()
+    held: list[Probe] = []
     try:
         # A guard against a siege that cannot connect at all, not a speed check: on a
         # loaded machine the TLS handshakes alone take minutes.
@@ -239,15 +297,21 @@ def test_good_reviews_are_answered_while_slow_clients_are_held(server: Server) -
         while min(s.count(OPENED) for s in sieges.values()) < PER_KIND:  # each opened once
             assert time.monotonic() < deadline, {k: s.count(OPENED) for k, s in sieges.items()}
             time.sleep(0.2)
-        problems, holding = [], []
+        holding = []
         hold_until = time.monotonic() + HOLD_SECONDS
         while time.monotonic() < hold_until:
             holding.append({kind: s.count(OPEN_NOW) for kind, s in sieges.items()})
-            problems += check_answers(server, keep_alive, body)
+            held += probe_round(server, keep_alive, body)
             time.sleep(0.2)
     finally:
         stopped = {kind: siege.stop() for kind, siege in sieges.items()}
     gone = time.monotonic()
+    back = probe_round(server, keep_alive, body)
+    back_after = time.monotonic() - gone
+    # After the first answers back: calibrating first would delay them.
+    slowness = max(slowness_before, cpu_slowness())
+    within = answer_bound(ANSWER_WITHIN, slowness, STARVED)
+    back_within = answer_bound(BACK_WITHIN, slowness, STARVED)
 
     def counted(index: int) -> dict[str, int]:
         return {kind: s.count(index) for kind, s in sieges.items()}
@@ -255,12 +319,15 @@ def test_good_reviews_are_answered_while_slow_clients_are_held(server: Server) -
     print(f"\nheld per kind (mean over {len(holding)} probes): "
           f"{ {k: round(sum(h[k] for h in holding) / len(holding)) for k in KINDS} }; "
           f"opened {counted(OPENED)}; dropped by the server {counted(DROPPED)}; "
-          f"failed {counted(FAILED)}")
-    assert problems == []
+          f"failed {counted(FAILED)}; "
+          f"slowest probe {max((p.took for p in held), default=0.0):.2f}s; "
+          f"machine {slowness:.1f}x slower than idle: answers within {within:.2f}s, "
+          f"back within {back_within:.2f}s")
+    assert failed(held, within) == []
     assert all(stopped.values()), stopped
-    # Each kind was really held: on average over the probes at least 3/4 of its
-    # connections were open (those the server drops at a deadline come back in a wave of
-    # new TLS handshakes, which takes a client process a moment on a busy machine).
+    # Each kind was really held: on average over the probes at least 3/4 of PER_KIND were
+    # open (those the server drops at a deadline come back after a new TLS handshake,
+    # which takes a client process a moment on a busy machine: the siege tops them up).
     for kind in KINDS:
         mean = sum(h[kind] for h in holding) / len(holding)
         assert mean >= 0.75 * PER_KIND, (kind, mean, holding)
@@ -268,11 +335,11 @@ def test_good_reviews_are_answered_while_slow_clients_are_held(server: Server) -
     idle = sieges["idle-keep-alive"]
     assert idle.count(DROPPED) == 0 and idle.count(FAILED) == 0
     assert idle.count(KEPT_ALIVE_OK) == PER_KIND, idle.count(ERRORS)
-    # Fully back within 2 s of the siege ending, and staying so.
-    assert check_answers(server, keep_alive, body) == []
-    assert time.monotonic() - gone < BACK_WITHIN
+    # Fully back within 2 s (on an idle machine) of the siege ending, and staying so.
+    assert failed(back, within) == []
+    assert back_after < back_within, (back_after, back_within)
     for _ in range(10):
-        assert check_answers(server, keep_alive, body) == []
+        assert failed(probe_round(server, keep_alive, body), within) == []
     assert "Traceback" not in server.log.read_text()
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from tests.e2e.controlplane import DEFAULT_BIN, ControlPlane
 from tests.e2e.harness import Environment, service_cidr
+from tests.e2e.hpa import MetricsAPI, serve_metrics
 from tests.e2e.lws import LwsController, install_crds
 from tests.e2e.rollouts import RolloutsController
 from tests.e2e.rollouts import install_crds as install_rollouts_crds
@@ -91,6 +92,14 @@ def rollouts_controller(env: Environment) -> Iterator[RolloutsController]:
         yield controller
     finally:
         controller.stop()
+
+
+@pytest.fixture(scope="module")
+def metrics_api(env: Environment) -> Iterator[MetricsAPI]:
+    """The fake metrics.k8s.io the real HPA reads, for the modules that ask for it; gone
+    after each such module (a dead APIService would break discovery for the next)."""
+    with serve_metrics(env) as api:
+        yield api
 
 
 # --- the summary line ----------------------------------------------------------------------

@@ -18,7 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -318,6 +318,68 @@ class Environment:
             for line in lines:
                 if line.strip():
                     yield json.loads(line)
+
+
+# --- other projects' controllers ------------------------------------------------------------
+
+
+def cluster_role(path: Path, name: str | None = None) -> dict[str, Any]:
+    """The ClusterRole manifest a controller's module ships at `path`; `name` renames it
+    (the module's own name may clash with another install's)."""
+    role = yaml.safe_load(path.read_text())
+    if name is not None:
+        role["metadata"] = {"name": name}
+    return dict(role)
+
+
+def controller_kubeconfig(env: Environment, account: tuple[str, str], role: Mapping[str, Any],
+                          binding: str, path: Path) -> Path:
+    """A controller's own identity, as its install manifests would make it: the
+    ServiceAccount `account` (namespace, name), made if missing, bound by the
+    ClusterRoleBinding `binding` to the ClusterRole `role` (applied as given); `path` gets a
+    kubeconfig with a 24 h token of it. The controller then meets the shipped RBAC and
+    poolguard sees its real user name."""
+    namespace, name = account
+    if env.kubectl("get", "namespace", namespace).code != 0:
+        env.kubectl("create", "namespace", namespace, check=True)
+    if env.kubectl("-n", namespace, "get", "serviceaccount", name).code != 0:
+        env.kubectl("-n", namespace, "create", "serviceaccount", name, check=True)
+    role_binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                    "metadata": {"name": binding},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                "kind": "ClusterRole", "name": role["metadata"]["name"]},
+                    "subjects": [{"kind": "ServiceAccount", "name": name,
+                                  "namespace": namespace}]}
+    env.kubectl("apply", "--server-side", "--field-manager=e2e", "-f", "-",
+                stdin=json.dumps(role) + "\n---\n" + json.dumps(role_binding), check=True)
+    token = env.kubectl("-n", namespace, "create", "token", name, "--duration=24h",
+                        check=True).stdout.strip()
+    path.write_text(kubeconfig_text(env.plane.server, env.plane.pki / "ca.crt",
+                                    f"system:serviceaccount:{namespace}:{name}", token=token))
+    return path
+
+
+def start_controller(env: Environment, name: str, argv: Sequence[str],
+                     ready: Callable[[Process], bool], *, what: str, timeout: float,
+                     variables: Mapping[str, str] | None = None) -> Process:
+    """Run a controller binary as a component of the control plane (its own process group,
+    its output in RUN_DIR/logs/NAME.log, stopped with the plane) and wait up to `timeout`
+    seconds until `ready(process)` holds (`what` names that in the timeout's message).
+    A process that exits meanwhile is reported with the tail of its log."""
+    process = env.plane.spawn(name, argv, env=dict(variables or {}))
+
+    def check() -> bool:
+        if not process.alive():
+            raise RuntimeError(f"{name} exited:\n{process.tail()}")
+        return ready(process)
+
+    wait_for(what, check, timeout=timeout)
+    return process
+
+
+def stop_controller(env: Environment, name: str) -> None:
+    """Stop what `start_controller(env, name, ...)` started (nothing if it is not running)."""
+    env.plane.stop_process(name)
 
 
 def fake_node(name: str, pool: str, index: int) -> client.V1Node:

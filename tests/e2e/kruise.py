@@ -27,9 +27,16 @@ from typing import Any, TypeVar
 
 import yaml
 
-from tests.e2e.controlplane import Process, kubeconfig_text, wait_for
+from tests.e2e.controlplane import Process, wait_for
 from tests.e2e.fake_kubelet import MANUAL_LABEL
-from tests.e2e.harness import Environment, is_active
+from tests.e2e.harness import (
+    Environment,
+    cluster_role,
+    controller_kubeconfig,
+    is_active,
+    start_controller,
+    stop_controller,
+)
 from tests.e2e.workloads import plan
 from webhook.core.objects.kube import format_time_ns
 
@@ -75,47 +82,20 @@ class CloneSetController:
     def start(self) -> None:
         install_crd(self.env)
         self.home.mkdir(exist_ok=True)
-        kubeconfig = self._identity()
-        self.process = self.env.plane.spawn(
-            "cloneset-controller",
+        role = cluster_role(module_dir(self.env) / "rbac" / "role.yaml", ROLE)
+        kubeconfig = controller_kubeconfig(self.env, ACCOUNT, role, ROLE,
+                                           self.home / "cloneset-controller.kubeconfig")
+        self.process = start_controller(
+            self.env, "cloneset-controller",
             [str(module_dir(self.env) / "bin" / "cloneset-controller"), "--v=2"],
-            env={"KUBECONFIG": str(kubeconfig)})
-        wait_for("the CloneSet controller's workers", self._started, timeout=120)
+            # its manager logs this once its informers synced and the reconciler runs
+            lambda process: "Starting workers" in process.log.read_text(errors="replace"),
+            what="the CloneSet controller's workers", timeout=120,
+            variables={"KUBECONFIG": str(kubeconfig)})
 
     def stop(self) -> None:
-        self.env.plane.stop_process("cloneset-controller")
+        stop_controller(self.env, "cloneset-controller")
         self.process = None
-
-    def _started(self) -> bool:
-        if self.process is None or not self.process.alive():
-            tail = self.process.tail() if self.process else ""
-            raise RuntimeError(f"cloneset-controller exited:\n{tail}")
-        return "Starting workers" in self.process.log.read_text(errors="replace")
-
-    def _identity(self) -> Path:
-        namespace, account = ACCOUNT
-        env = self.env
-        if env.kubectl("get", "namespace", namespace).code != 0:
-            env.kubectl("create", "namespace", namespace, check=True)
-        if env.kubectl("-n", namespace, "get", "serviceaccount", account).code != 0:
-            env.kubectl("-n", namespace, "create", "serviceaccount", account, check=True)
-        role = yaml.safe_load((module_dir(env) / "rbac" / "role.yaml").read_text())
-        role["metadata"] = {"name": ROLE}
-        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                   "metadata": {"name": ROLE},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
-                               "kind": "ClusterRole", "name": ROLE},
-                   "subjects": [{"kind": "ServiceAccount", "name": account,
-                                 "namespace": namespace}]}
-        env.kubectl("apply", "--server-side", "--field-manager=e2e", "-f", "-",
-                    stdin=json.dumps(role) + "\n---\n" + json.dumps(binding), check=True)
-        token = env.kubectl("-n", namespace, "create", "token", account, "--duration=24h",
-                            check=True).stdout.strip()
-        path = self.home / "cloneset-controller.kubeconfig"
-        path.write_text(kubeconfig_text(env.plane.server, env.plane.pki / "ca.crt",
-                                        f"system:serviceaccount:{namespace}:{account}",
-                                        token=token))
-        return path
 
 
 # --- workloads ----------------------------------------------------------------------------

@@ -27,8 +27,17 @@ from typing import Any
 
 import yaml
 
-from tests.e2e.controlplane import Process, free_port, kubeconfig_text, wait_for
-from tests.e2e.harness import PY, Environment, is_active, node_names
+from tests.e2e.controlplane import Process, free_port, wait_for
+from tests.e2e.harness import (
+    PY,
+    Environment,
+    cluster_role,
+    controller_kubeconfig,
+    is_active,
+    node_names,
+    start_controller,
+    stop_controller,
+)
 from tests.e2e.workloads import bind, running_ready, wait_settled
 
 API = "leaderworkerset.x-k8s.io/v1"
@@ -79,7 +88,9 @@ class LwsController:
         """RBAC, a token, certificates, the configuration; then the process, serving."""
         install_crds(self.env)
         self.home.mkdir(exist_ok=True)
-        kubeconfig = self._identity()
+        role = cluster_role(module_dir(self.env) / "rbac" / "role.yaml", ROLE)
+        kubeconfig = controller_kubeconfig(self.env, ACCOUNT, role, ROLE,
+                                           self.home / "lws-controller.kubeconfig")
         certs = self.home / "certs"
         # --force: a second module of the session starts the controller again
         made = self.env.run([PY, "-m", "certs", "create", "--out-dir", certs, "--force",
@@ -95,48 +106,23 @@ class LwsController:
             "metrics": {"bindAddress": "0"},
             "health": {"healthProbeBindAddress": f"127.0.0.1:{free_port()}"},
         }))
-        self.process = self.env.plane.spawn(
-            "lws-controller", [self.env.plane.binary("lws-controller"), f"--config={config}",
-                               "--zap-log-level=info"],
-            env={"KUBECONFIG": str(kubeconfig)})
-        wait_for("the LWS controller's webhook server", self._serving, timeout=60)
+        self.process = start_controller(
+            self.env, "lws-controller",
+            [self.env.plane.binary("lws-controller"), f"--config={config}",
+             "--zap-log-level=info"],
+            self._serving, what="the LWS controller's webhook server", timeout=60,
+            variables={"KUBECONFIG": str(kubeconfig)})
         self._register(certs / "ca.crt")
 
     def stop(self) -> None:
         """Registrations first (failurePolicy Fail), then the process."""
         for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
             self.env.kubectl("delete", "--ignore-not-found", kind, WEBHOOKS, check=True)
-        self.env.plane.stop_process("lws-controller")
+        stop_controller(self.env, "lws-controller")
         self.process = None
 
-    def _identity(self) -> Path:
-        namespace, account = ACCOUNT
-        env = self.env
-        if env.kubectl("get", "namespace", namespace).code != 0:
-            env.kubectl("create", "namespace", namespace, check=True)
-        if env.kubectl("-n", namespace, "get", "serviceaccount", account).code != 0:
-            env.kubectl("-n", namespace, "create", "serviceaccount", account, check=True)
-        role = yaml.safe_load((module_dir(env) / "rbac" / "role.yaml").read_text())
-        role["metadata"] = {"name": ROLE}
-        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                   "metadata": {"name": ROLE},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
-                               "kind": "ClusterRole", "name": ROLE},
-                   "subjects": [{"kind": "ServiceAccount", "name": account,
-                                 "namespace": namespace}]}
-        env.kubectl("apply", "--server-side", "--field-manager=e2e", "-f", "-",
-                    stdin=json.dumps(role) + "\n---\n" + json.dumps(binding), check=True)
-        token = env.kubectl("-n", namespace, "create", "token", account, "--duration=24h",
-                            check=True).stdout.strip()
-        path = self.home / "lws-controller.kubeconfig"
-        path.write_text(kubeconfig_text(env.plane.server, env.plane.pki / "ca.crt",
-                                        f"system:serviceaccount:{namespace}:{account}",
-                                        token=token))
-        return path
-
-    def _serving(self) -> bool:
-        if self.process is None or not self.process.alive():
-            raise RuntimeError(f"lws-controller exited:\n{self.process and self.process.tail()}")
+    def _serving(self, _process: Process) -> bool:
+        """Its webhook server completes a TLS handshake (the pod webhooks can be registered)."""
         context = ssl.create_default_context(cafile=str(self.home / "certs" / "ca.crt"))
         with socket.create_connection(("127.0.0.1", self.port), timeout=2) as raw, \
                 context.wrap_socket(raw, server_hostname="127.0.0.1"):

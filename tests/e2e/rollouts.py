@@ -9,8 +9,10 @@ the Rollout). Leader election is off; no traffic router, analysis or notificatio
 configuration exists, so only the Rollout reconciler acts.
 
 Its metrics and health servers take a free port each. v1.10.2 binds them on every
-interface (`controller/controller.go` `listenAddr` is "0.0.0.0:%d", no flag changes it);
-the ports are random and the process lives only as long as the tests.
+interface: `controller/controller.go` formats both addresses from the constant
+`listenAddr = "0.0.0.0:%d"`, and no flag or environment variable moves them to loopback
+or turns the metrics server off (a constant cannot be set at link time either). The ports
+are random and the process lives only as long as the tests.
 
 The controller reconciles on every event, so a test waits for it to come to rest
 (`wait_rollout_settled`) instead of driving it.
@@ -26,16 +28,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from tests.e2e.controlplane import Process, free_port, kubeconfig_text, wait_for
-from tests.e2e.harness import Environment
+from tests.e2e.controlplane import Process, free_port, wait_for
+from tests.e2e.harness import (
+    Environment,
+    cluster_role,
+    controller_kubeconfig,
+    start_controller,
+    stop_controller,
+)
 from tests.e2e.rollouts_manifests import API_VERSION, GROUP
 from tests.e2e.workloads import settled
 
 VERSION = "v1.10.2"
 ACCOUNT = ("argo-rollouts", "argo-rollouts")  # (namespace, ServiceAccount)
-ROLE = "argo-rollouts"  # the module's ClusterRole (manifests/role)
+ROLE = "argo-rollouts"  # the ClusterRoleBinding to the module's ClusterRole (manifests/role)
 CRD = f"rollouts.{GROUP}"
 
 
@@ -80,58 +86,32 @@ class RolloutsController:
         """CRDs, RBAC and a token; then the process, until its health endpoint answers."""
         install_crds(self.env)
         self.home.mkdir(exist_ok=True)
-        kubeconfig = self._identity()
+        role = cluster_role(module_dir(self.env) / "role" / "argo-rollouts-clusterrole.yaml")
+        kubeconfig = controller_kubeconfig(self.env, ACCOUNT, role, ROLE,
+                                           self.home / "rollouts-controller.kubeconfig")
         self.healthz_port = free_port()
         namespace, _ = ACCOUNT
         binary = module_dir(self.env) / "rollouts-controller"
-        self.process = self.env.plane.spawn(
-            "rollouts-controller",
+        self.process = start_controller(
+            self.env, "rollouts-controller",
             [str(binary), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
              f"--metricsPort={free_port()}", f"--healthzPort={self.healthz_port}",
              "--loglevel=info"],
-            env={"POD_NAMESPACE": namespace})
-        wait_for("the Argo Rollouts controller's health endpoint", self._healthy, timeout=90)
+            self._healthy, what="the Argo Rollouts controller's health endpoint", timeout=90,
+            variables={"POD_NAMESPACE": namespace})
 
     def stop(self) -> None:
-        self.env.plane.stop_process("rollouts-controller")
+        stop_controller(self.env, "rollouts-controller")
         self.process = None
 
-    def _healthy(self) -> bool:
-        if self.process is None or not self.process.alive():
-            raise RuntimeError("rollouts-controller exited:\n"
-                               f"{self.process and self.process.tail()}")
+    def _healthy(self, _process: Process) -> bool:
+        """Its /healthz answers 200."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.healthz_port}/healthz",
                                         timeout=2) as response:
                 return response.status == 200
         except OSError:
             return False
-
-    def _identity(self) -> Path:
-        """The ServiceAccount, the module's ClusterRole bound to it, and a kubeconfig."""
-        namespace, account = ACCOUNT
-        env = self.env
-        if env.kubectl("get", "namespace", namespace).code != 0:
-            env.kubectl("create", "namespace", namespace, check=True)
-        if env.kubectl("-n", namespace, "get", "serviceaccount", account).code != 0:
-            env.kubectl("-n", namespace, "create", "serviceaccount", account, check=True)
-        role = yaml.safe_load(
-            (module_dir(env) / "role" / "argo-rollouts-clusterrole.yaml").read_text())
-        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                   "metadata": {"name": ROLE},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
-                               "kind": "ClusterRole", "name": role["metadata"]["name"]},
-                   "subjects": [{"kind": "ServiceAccount", "name": account,
-                                 "namespace": namespace}]}
-        env.kubectl("apply", "--server-side", "--field-manager=e2e", "-f", "-",
-                    stdin=json.dumps(role) + "\n---\n" + json.dumps(binding), check=True)
-        token = env.kubectl("-n", namespace, "create", "token", account, "--duration=24h",
-                            check=True).stdout.strip()
-        path = self.home / "rollouts-controller.kubeconfig"
-        path.write_text(kubeconfig_text(env.plane.server, env.plane.pki / "ca.crt",
-                                        f"system:serviceaccount:{namespace}:{account}",
-                                        token=token))
-        return path
 
 
 # --- waiting for the controller ---------------------------------------------------------------

@@ -9,57 +9,40 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from kubernetes import client as k8s
 
 from tests.support import factories as f
 from tests.support.gpu_clusters import gpu_node, gpu_pod
 from tests.support.kubeapi import FakeKubeAPI, wait_until
 from tests.support.policies import FLAT_POLICY_FILE
+from tests.support.reconcilers import FAST as FAST_OPTIONS
+from tests.support.reconcilers import client_for, fake_api
+from tests.support.reconcilers import running as run_service
 from webhook.cli.main import main
-from webhook.cluster.kubeclient import api_client_from
-from webhook.cluster.live import LiveCluster
 from webhook.core.cost.deletion_cost import DELETION_COST_ANNOTATION as COST
-from webhook.core.kinds.resource import NAMESPACES, NODES, PODS
 from webhook.core.policy.policy import default_policy
 from webhook.core.view.snapshot import Snapshot
-from webhook.reconciler.options import Options
 from webhook.reconciler.preview import preview
 from webhook.reconciler.service import Service
 
-FAST = Options(qps=1000, burst=1000, lease_duration=1, renew_deadline=0.5, retry_period=0.05,
-               resync_seconds=3600, identity="a", events=False)
+FAST = replace(FAST_OPTIONS, events=False)
 
 
 @pytest.fixture
 def api() -> Iterator[FakeKubeAPI]:
-    with FakeKubeAPI(bookmark_interval=0.05) as server:
-        server.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}},
-                   gpu_node("inf-1", "inference"), gpu_node("hyb-1", "hybrid"),
-                   gpu_node("hyb-2", "hybrid"), gpu_node("hyb-3", "hybrid"))
+    with fake_api(gpu_node("inf-1", "inference"), gpu_node("hyb-1", "hybrid"),
+                  gpu_node("hyb-2", "hybrid"), gpu_node("hyb-3", "hybrid")) as server:
         yield server
 
 
-@contextlib.contextmanager
-def running(api: FakeKubeAPI, tmp_path: Path) -> Iterator[Service]:
-    client: k8s.ApiClient = api_client_from(str(api.write_kubeconfig(tmp_path / "kc")))
-    client.user_agent = "test/a"
-    cluster = LiveCluster(client, (PODS, NODES, NAMESPACES), backoff_initial=0.02,
-                          backoff_max=0.1)
-    service = Service(client, default_policy(), FAST, cluster=cluster, out=lambda line: None)
-    stop = threading.Event()
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
-        yield service
-    finally:
-        stop.set()
-        thread.join(timeout=10)
-        client.close()
+def running(api: FakeKubeAPI, tmp_path: Path) -> contextlib.AbstractContextManager[Service]:
+    """The service with the built-in policy (the hybrid pool consolidates)."""
+    kubeconfig = str(api.write_kubeconfig(tmp_path / "kc"))
+    return run_service(client_for(kubeconfig, FAST.identity), default_policy(), FAST)
 
 
 def wanted(api: FakeKubeAPI) -> dict[str, int | None]:

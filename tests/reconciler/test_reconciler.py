@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client as k8s
 
 from tests.support import factories as f
 from tests.support.kubeapi import FakeKubeAPI, wait_until
 from tests.support.policies import FLAT_POLICY_FILE, flat_policy
+from tests.support.reconcilers import FAST, client_for, fake_api
+from tests.support.reconcilers import running as run_service
 from webhook.cli.main import build_parser, main
-from webhook.cluster.kubeclient import api_client_from
-from webhook.cluster.live import LiveCluster, read_snapshot
+from webhook.cluster.live import read_snapshot
 from webhook.core.cost.deletion_cost import (
     DELETION_COST_ANNOTATION as COST,
 )
@@ -40,28 +40,18 @@ from webhook.reconciler.service import Service
 from webhook.reconciler.workqueue import TokenBucket, WorkQueue
 from webhook.reconciler.writer import Reconciler
 
-FAST = Options(qps=1000, burst=1000, lease_duration=1, renew_deadline=0.5, retry_period=0.05,
-               resync_seconds=3600, identity="a")
 LEASE_FLAGS = ["--lease-duration", "1", "--renew-deadline", "0.5", "--retry-period", "0.05"]
 
 
 @pytest.fixture
 def api() -> Iterator[FakeKubeAPI]:
-    with FakeKubeAPI(bookmark_interval=0.05) as server:
-        server.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}},
-                   f.node("inf-1", "inference"), f.node("hyb-1", "hybrid"))
+    with fake_api(f.node("inf-1", "inference"), f.node("hyb-1", "hybrid")) as server:
         yield server
 
 
 @pytest.fixture
 def kubeconfig(api: FakeKubeAPI, tmp_path: Path) -> str:
     return str(api.write_kubeconfig(tmp_path / "kubeconfig"))
-
-
-def client_for(kubeconfig: str, identity: str) -> k8s.ApiClient:
-    api = api_client_from(kubeconfig)
-    api.user_agent = f"test/{identity}"
-    return api
 
 
 def annotations(api: FakeKubeAPI, name: str) -> dict[str, str]:
@@ -84,21 +74,9 @@ def seed_pods(api: FakeKubeAPI) -> None:
             f.pod("sys", namespace="kube-system", node_name="inf-1"))
 
 
-@contextlib.contextmanager
-def running(kubeconfig: str, options: Options) -> Iterator[Service]:
-    api = client_for(kubeconfig, options.identity)
-    cluster = LiveCluster(api, (PODS, NODES, NAMESPACES), backoff_initial=0.02,
-                          backoff_max=0.1)
-    service = Service(api, flat_policy(), options, cluster=cluster, out=lambda line: None)
-    stop = threading.Event()
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
-        yield service
-    finally:
-        stop.set()
-        thread.join(timeout=10)
-        api.close()
+def running(kubeconfig: str, options: Options) -> contextlib.AbstractContextManager[Service]:
+    """The service with the flat policy, as the candidate `options.identity`."""
+    return run_service(client_for(kubeconfig, options.identity), flat_policy(), options)
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -436,22 +414,11 @@ def test_service_follows_a_changed_policy_file(api: FakeKubeAPI, kubeconfig: str
                           {"name": "hybrid", "deletionCost": -100}]}
     path.write_text(json.dumps(document))
     holder = PolicyHolder(str(path))
-    client = client_for(kubeconfig, FAST.identity)
-    cluster = LiveCluster(client, (PODS, NODES, NAMESPACES), backoff_initial=0.02,
-                          backoff_max=0.1)
-    service = Service(client, holder.policy, FAST, cluster=cluster, out=lambda line: None,
-                      policy_file=holder)
-    stop = threading.Event()
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with run_service(client_for(kubeconfig, FAST.identity), holder.policy, FAST,
+                     policy_file=holder):
         assert wait_until(lambda: annotations(api, "on-hyb").get(
             "controller.kubernetes.io/pod-deletion-cost") == "-100", timeout=10)
         document["pools"][1]["deletionCost"] = -250
         path.write_text(json.dumps(document))
         assert wait_until(lambda: annotations(api, "on-hyb").get(
             "controller.kubernetes.io/pod-deletion-cost") == "-250", timeout=10)
-    finally:
-        stop.set()
-        thread.join(timeout=10)
-        client.close()

@@ -139,7 +139,29 @@ def running_server(directory: Path, *args: str, workers: int | None = None,
 
 # --- the server exactly as `make run` starts it ------------------------------------------
 
-ANSWER_WITHIN = 1.0  # the slowest answer the serving tests accept
+ANSWER_WITHIN = 1.0  # the slowest answer the serving tests accept on an idle machine
+
+
+def cpu_slowness(rounds: int = 5, busy: float = 0.04) -> float:
+    """How many times slower than on an idle core a CPU-bound process runs here now: the
+    wall time a busy loop takes per second of CPU it gets (1.0 with a core to itself),
+    the median of `rounds` loops of `busy` CPU seconds. Call it while this process runs
+    nothing else: its other threads' CPU would count as its own."""
+    ratios = []
+    for _ in range(rounds):
+        wall, cpu = time.perf_counter(), time.process_time()
+        while time.process_time() - cpu < busy:
+            pass  # burn CPU: the loop itself is what is timed
+        ratios.append((time.perf_counter() - wall) / (time.process_time() - cpu))
+    ratios.sort()
+    return ratios[len(ratios) // 2]
+
+
+def answer_bound(nominal: float, slowness: float, ceiling: float) -> float:
+    """The slowest answer to accept: `nominal` (an idle machine's bound) stretched by the
+    machine's `slowness`, never past `ceiling` (where the bound would stop telling the
+    behaviour checked from a slow machine)."""
+    return min(nominal * max(slowness, 1.0), ceiling)
 
 
 def make_run_command(port: int, cert_dir: Path) -> list[str]:
