@@ -4,7 +4,8 @@
 - predict.py        the victims of a scale: the kind's predictor, from the registry
 - requester.py      the answers that depend on who asks, in the webhooks' order
 - verdict.py        a prediction judged against the policy, on the worst case
-- assessment.py     predict and judge in one call, with the smallest safe count
+- assessment.py     predict and judge in one call, with the smallest safe count and the fix
+- fix_facts.py      what a violation's fix is worded from, and how its options fit a warning
 - decision.py       in scope, then judged: what `/validate-scale` and `plan` share
 - clamp.py          an autoscaler's scale-down lowered to the safe count
 - owner_sizing.py   workloads sized by a non-Deployment owner (never blocked)
