@@ -789,7 +789,8 @@ def test_doc_commands_use_real_values_files_and_flags() -> None:
     from webhook.cli.kubectl_plugin import build_parser as plugin_parser
     from webhook.cli.main import build_parser as webhook_parser
 
-    docs = (REPO / "docs" / "install.md", REPO / "README.md")
+    docs = (REPO / "docs" / "install.md", REPO / "README.md", REPO / "docs" / "plan.md",
+            REPO / "docs" / "policy.md", REPO / "docs" / "gitops.md")
     seen = {"helm": 0, "plugin": 0, "webhook": 0}
     placeholders = {"N": "3"}  # the docs' placeholders, made parseable
     for words in _doc_commands(*docs):
