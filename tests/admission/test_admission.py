@@ -201,7 +201,9 @@ def test_warn_mode_keeps_the_whole_message_and_the_fix():
                     context(view, policy(scaleDown={"enforcement": "warn"})))
     text = " ".join(answer["warnings"])
     assert "svc-1-c (node hyb-1, pool hybrid)" in text  # the surviving hybrid pod
-    assert "poolguard fix:" in text and "lower deletion cost" in text
+    assert ("poolguard fix: give the surviving pod outside protected pools a cost below 0, "
+            "then retry: kubectl annotate pod -n ml svc-1-c "
+            "controller.kubernetes.io/pod-deletion-cost=-100 --overwrite") in answer["warnings"]
     assert all(len(w) <= 256 and "\n" not in w for w in answer["warnings"])
 
 

@@ -155,6 +155,27 @@ def test_autoscalers_can_be_listed_and_judged_like_people(tmp_path: Path) -> Non
             "warnings when they break a rule.") in result.stdout.splitlines()
 
 
+def test_git_ops_controllers_are_explained_with_their_enforcement(tmp_path: Path) -> None:
+    default = check("examples/policy.yaml")
+    assert ("  GitOps controllers: none listed; Argo CD's and Flux's syncs are judged as "
+            "people's.") in default.stdout.splitlines()
+    policy = tmp_path / "policy.yaml"
+    argocd = "system:serviceaccount:argocd:argocd-application-controller"
+    policy.write_text(POOLS + f"scaleDown:\n  gitOps: {{users: [{argocd}]}}\n")
+    result = check(policy)
+    assert result.returncode == 0, result.stderr
+    assert (f"  GitOps controllers (enforcement: warn): scale-downs by {argocd} are allowed "
+            "with warnings when they break a rule, so that a sync never fails on them."
+            ) in result.stdout.splitlines()
+    both = tmp_path / "both.yaml"
+    both.write_text(POOLS + f"scaleDown:\n  exemptUsers: [{argocd}]\n"
+                    f"  gitOps: {{users: [{argocd}]}}\n")
+    refused = check(both)
+    assert refused.returncode == 2
+    assert f"scaleDown.gitOps.users[0]: {argocd!r} is also in scaleDown.exemptUsers" in (
+        refused.stderr)
+
+
 @pytest.mark.parametrize(("scale_down", "message"), [
     ("{autoscalers: {enforcement: deny}}",
      "scaleDown.autoscalers.enforcement: must be one of clamp, enforce, warn, dryrun, "

@@ -327,3 +327,57 @@ def test_plan_as_the_hpa_says_clamped_in_text_json_html_and_the_audit(files, tmp
                      r"the target 1 \(protectedLast\)\n", audit)
     assert re.search(rf"\nAs {hpa}: [1-9][0-9]* held above their target", audit)
     assert "CLAMPED" not in run("--all-workloads", "--replicas-delta", "-3")
+
+
+ARGOCD = "system:serviceaccount:argocd:argocd-application-controller"
+
+
+def _sync_review(resource: str, ns: str, name: str, target: int) -> dict[str, Any]:
+    """A GitOps sync's write: an UPDATE of the workload with Git's spec.replicas."""
+    kind = {"deployments": "Deployment", "replicasets": "ReplicaSet",
+            "statefulsets": "StatefulSet"}[resource]
+    old = next(o for o in STATE if o["kind"] == kind and o["metadata"]["name"] == name
+               and o["metadata"]["namespace"] == ns)
+    new = json.loads(json.dumps(old))
+    new["spec"]["replicas"] = target
+    return reviews.workload_update(old, new, user={"username": ARGOCD})
+
+
+@pytest.mark.parametrize("enforcement", ["warn", "clamp"])
+def test_plan_as_a_git_ops_controller_and_the_webhook_chain_agree(files, tmp_path, enforcement):
+    """`plan --as` the Argo CD controller says what the webhooks answer its sync: the same
+    allowed, the same clamped count, the same rules warned about."""
+    policy = tmp_path / "gitops.yaml"
+    policy.write_text(yaml.safe_dump({"pools": POOLS, "scaleDown": {
+        "gitOps": {"users": [ARGOCD], "enforcement": enforcement}}}))
+    seen: set[str] = set()
+    with running_server(tmp_path / "serve", "--state", str(files["state"]), "--policy",
+                        str(policy), workers=1) as (url, ca, _):
+        session = requests.Session()
+        session.verify, session.trust_env = str(ca), False
+        for resource, ns, name, _current, targets in CASES:
+            for target in targets:
+                review = _sync_review(resource, ns, name, target)
+                mutated = session.post(url + "/mutate-scale", json=review,
+                                       timeout=10).json()["response"]
+                effective = _mutated_replicas(mutated, review["request"]["object"])
+                review["request"]["object"]["spec"]["replicas"] = effective
+                answer = session.post(url + "/validate-scale", json=review,
+                                      timeout=10).json()["response"]
+                doc = plan_json(files["state"], policy, f"{KIND[resource]}/{ns}/{name}",
+                                target, "--as", ARGOCD)
+                where = f"{enforcement}: {resource} {ns}/{name} -> {target}"
+                assert answer["allowed"] is True and doc["allowed"] is True, where
+                assert doc["clampedTo"] == (None if effective == target else effective), where
+                if doc["clampedTo"] is None:
+                    assert webhook_outcome(answer) == plan_outcome(doc), where
+                seen.add("clamped" if doc["clampedTo"] is not None else plan_outcome(doc)[2])
+        session.close()
+    assert seen >= ({"violation-warn", "allowed"} if enforcement == "warn"
+                    else {"clamped", "allowed"}), seen
+    if enforcement == "warn":
+        text = io.StringIO()
+        with contextlib.redirect_stdout(text):
+            cli_main(["plan", "--state", str(files["state"]), "--policy", str(policy),
+                      "--workload", "deploy/ml/uncosted", "--replicas", "2", "--as", ARGOCD])
+        assert "Verdict: ALLOWED despite violations (enforcement: warn)" in text.getvalue()

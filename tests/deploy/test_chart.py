@@ -392,8 +392,12 @@ def test_values_schema_refuses_a_wrong_type_naming_the_key(assignment: str, key:
      "defaultDeletionCost": 20},
     {"pools": [{"name": "a", "deletionCost": 1}],
      "scaleDown": {"exemptUsers": ["ci", "hpa"], "autoscalers": {"users": ["hpa"]}}},
+    {"pools": [{"name": "a", "deletionCost": 1}],
+     "scaleDown": {"exemptUsers": ["ci", "argocd"], "gitOps": {"users": ["argocd"]}}},
+    {"pools": [{"name": "a", "deletionCost": 1}],
+     "scaleDown": {"autoscalers": {"users": ["hpa"]}, "gitOps": {"users": ["x", "hpa"]}}},
 ], ids=["duplicate-pool", "protected-cheaper-than-a-pool", "protected-cheaper-than-default",
-        "exempt-autoscaler"])
+        "exempt-autoscaler", "exempt-gitops", "autoscaler-gitops"])
 def test_policy_rules_across_fields_stop_rendering_as_serve_stops_starting(
         tmp_path: Path, policy: dict[str, Any]) -> None:
     """What JSON Schema cannot say, the chart checks: the same policies that serve and
@@ -674,9 +678,27 @@ def test_clamp_alert_delay_and_autoscaler_users_follow_the_values() -> None:
     assert clamp["timeoutSeconds"] == 2 and clamp["clientConfig"]["service"]["path"] == (
         "/mutate-scale")
     users = next(c["expression"] for c in clamp["matchConditions"]
-                 if c["name"] == "autoscaler-users")
+                 if c["name"] == "clamped-users")
     assert " ".join(users.split()) == ("request.userInfo.username in ['my-scaler', "
                                       "'system:serviceaccount:keda:keda-operator']")
+
+
+@pytest.mark.parametrize(("enforcement", "called"), [("warn", False), ("clamp", True)])
+def test_the_clamp_is_called_for_git_ops_controllers_only_under_clamp(
+        enforcement: str, called: bool) -> None:
+    """A GitOps controller under warn is answered by the scale check alone: the clamp
+    webhook is not even called for it."""
+    argocd = "system:serviceaccount:argocd:argocd-application-controller"
+    objects = render(sets=(f"policy.scaleDown.gitOps.users={{{argocd}}}",
+                           f"policy.scaleDown.gitOps.enforcement={enforcement}"))
+    hooks = {h["name"]: h for h in find(objects, "MutatingWebhookConfiguration",
+                                         "poolguard")["webhooks"]}
+    users = next(c["expression"] for c in hooks["clamp.poolguard.dev"]["matchConditions"]
+                 if c["name"] == "clamped-users")
+    assert ("system:serviceaccount:kube-system:horizontal-pod-autoscaler" in users
+            and (f"'{argocd}'" in users) is called)
+    policy = yaml.safe_load(find(objects, "ConfigMap", "poolguard-policy")["data"]["policy.yaml"])
+    assert policy["scaleDown"]["gitOps"] == {"users": [argocd], "enforcement": enforcement}
 
 
 def test_network_policies_open_only_the_serving_ports() -> None:
@@ -767,7 +789,8 @@ def test_doc_commands_use_real_values_files_and_flags() -> None:
     from webhook.cli.kubectl_plugin import build_parser as plugin_parser
     from webhook.cli.main import build_parser as webhook_parser
 
-    docs = (REPO / "docs" / "install.md", REPO / "README.md")
+    docs = (REPO / "docs" / "install.md", REPO / "README.md", REPO / "docs" / "plan.md",
+            REPO / "docs" / "policy.md", REPO / "docs" / "gitops.md")
     seen = {"helm": 0, "plugin": 0, "webhook": 0}
     placeholders = {"N": "3"}  # the docs' placeholders, made parseable
     for words in _doc_commands(*docs):

@@ -242,6 +242,25 @@ def test_output_comparison_catches_a_changed_line() -> None:
     assert output_matches("a x...\n", "a y\n") is not None
 
 
+README_MAX_LINES = 350
+
+
+def test_the_readme_stays_short_and_links_what_moved_to_docs() -> None:
+    """The README is for the people who install poolguard: the policy's every field and
+    `plan` for every kind live in docs/, where their blocks are run as the README's were."""
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= README_MAX_LINES, len(readme.splitlines())
+    for page in ("docs/plan.md", "docs/policy.md", "docs/gitops.md"):
+        assert f"]({page})" in readme, page
+    run = [command for block in blocks(REPO / "docs" / "plan.md") if block.marker == "run"
+           for command in commands(block.body)]
+    for workload in ("sts/ml/kv-cache", "ro/ml/reranker", "lws/ml/llm-multi"):
+        assert any(workload in command for command in run), workload
+    policy_runs = [command for block in blocks(REPO / "docs" / "policy.md")
+                   if block.marker == "run" for command in commands(block.body)]
+    assert "python -m webhook policy schema" in policy_runs
+
+
 # --------------------------------------------------------------------------- sh check
 
 

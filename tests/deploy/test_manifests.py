@@ -199,7 +199,7 @@ def test_clamp_webhook_is_called_only_for_the_policys_autoscalers_and_lower_coun
                   for c in clamp["matchConditions"]}
     policy_map = find(objects, "ConfigMap", "poolguard-policy")["data"]["policy.yaml"]
     users = yaml.safe_load(policy_map)["scaleDown"]["autoscalers"]["users"]
-    assert users and conditions["autoscaler-users"] == (
+    assert users and conditions["clamped-users"] == (
         "request.userInfo.username in [" + ", ".join(f"'{u}'" for u in users) + "]")
     assert conditions["replicas-decrease"] == " ".join(
         next(c["expression"] for c in scale["matchConditions"]

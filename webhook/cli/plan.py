@@ -104,8 +104,9 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
                         "self-contained page; FILE writes there instead of to stdout")
     parser.add_argument("--as", dest="as_user", metavar="USER",
                         help="answer as the webhooks answer this requester: exempt users and "
-                        "workloads sized by another owner are allowed, a listed autoscaler is "
-                        "clamped to the safe count (CLAMPED to N, JSON clampedTo)")
+                        "workloads sized by another owner are allowed, a listed autoscaler or "
+                        "GitOps controller is judged with its group's enforcement, or clamped "
+                        "to the safe count (CLAMPED to N, JSON clampedTo)")
     parser.add_argument("--fail-on-deny", action="store_true",
                         help=f"exit {EXIT_DENIED} when the verdict denies, {EXIT_NOT_CHECKED} "
                         "when it could not be checked for want of pods or nodes in the state "

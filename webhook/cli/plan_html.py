@@ -26,7 +26,7 @@ header.violations{background:#a15c00}header.unchecked{background:#51606f}
 h1{margin:0 0 4px;font-size:20px}h2{font-size:16px;margin:20px 0 8px}
 main{padding:8px 24px 24px}
 .verdict{font-size:18px;font-weight:600}
-.fix,.why{margin:6px 0 0}
+.fix,.why{margin:6px 0 0}.fix ul{margin:2px 0 0;padding-left:20px}
 .pools{display:flex;flex-wrap:wrap;gap:16px}
 .pool{background:#fff;border:1px solid #ccd2da;border-radius:8px;padding:10px 12px;min-width:220px}
 .pool.protected{border:2px solid #3056d3}
@@ -106,13 +106,14 @@ def _header(document: Mapping[str, Any], title: str) -> str:
     if document.get("requesterNote"):
         lines.append(f'<p class="why" id="requester">As {escape(document["requester"])}: '
                      f'{escape(document["requesterNote"])}</p>')
-    fixes = []
+    fixes: dict[str, None] = {}  # each option once, in order, whichever rules share it
     for violation in document["violations"]:
-        message, _, fix = violation["message"].partition("; fix: ")
+        message = violation["message"].partition("; fix: ")[0]
         lines.append(f'<p class="why">[{escape(violation["rule"])}] {escape(message)}</p>')
-        if fix and fix not in fixes:
-            fixes.append(fix)
-    lines.extend(f'<p class="fix" id="fix"><b>Fix:</b> {escape(fix)}</p>' for fix in fixes)
+        fixes.update(dict.fromkeys(violation["fixes"]))
+    if fixes:
+        lines.append('<div class="fix" id="fix"><b>Fix, any of:</b><ul>'
+                     + "".join(f"<li>{escape(fix)}</li>" for fix in fixes) + "</ul></div>")
     safe = document.get("safeReplicas")
     if safe is not None:
         lines.append(f'<p class="fix">Smallest replica count that removes no protected-pool '

@@ -119,6 +119,15 @@ chart refuses it here rather than render webhook pods that would never start.
 {{- fail (printf "policy.scaleDown.autoscalers.users[%d]: %q is also in scaleDown.exemptUsers, whose requests are never checked, so it would never be clamped; list it in one of the two" $i $user) -}}
 {{- end -}}
 {{- end -}}
+{{- $gitOps := $scale.gitOps | default dict -}}
+{{- range $i, $user := $gitOps.users | default list -}}
+{{- if has $user $exempt -}}
+{{- fail (printf "policy.scaleDown.gitOps.users[%d]: %q is also in scaleDown.exemptUsers, whose requests are never checked, so its enforcement would never apply; list it in one of the two" $i $user) -}}
+{{- end -}}
+{{- if has $user ($autoscalers.users | default list) -}}
+{{- fail (printf "policy.scaleDown.gitOps.users[%d]: %q is also in scaleDown.autoscalers.users, which has an enforcement of its own; list it in one of the two" $i $user) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The restricted-PSS security context shared by every container. */}}

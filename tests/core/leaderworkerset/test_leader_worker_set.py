@@ -232,7 +232,9 @@ def test_a_protected_group_the_update_may_recreate_is_judged_gone():
     assert any("rolling update is under way" in w for w in verdict.warnings)
     # no lower count keeps group 0 from the update: only the current count is safe
     assert verdict.safe_replicas == 3
-    assert "scale down once the rolling update under way is complete" in violation.message
+    assert violation.fixes == [
+        "wait for the rolling update under way to complete, then retry: until then it may "
+        "delete and recreate outdated group 0, which the scale-down keeps"]
 
 
 def test_possible_victims_alone_are_judged():
@@ -295,8 +297,12 @@ def test_an_inference_group_going_while_a_hybrid_group_survives_is_denied():
     assert "llm-2-1 (node inf-1, pool inference)" in violation.message
     assert "llm-0 (node hyb-1, pool hybrid)" in violation.message
     assert "deletion cost" not in " ".join(verdict.warnings)
-    assert "lower deletion cost" not in violation.message
-    assert "highest group index first" in violation.message
+    assert "deletion cost" not in violation.message
+    # a group is moved by recreating it: its leader pod, named, is what to delete
+    assert violation.fixes == [
+        "delete the leader pod of group 2 (kubectl delete pod -n ml llm-2): LeaderWorkerSet "
+        "ml/llm recreates each whole group where the scheduler places it now; retry once it "
+        "runs outside protected pools"]
     assert verdict.safe_replicas == 3
 
 
@@ -320,7 +326,7 @@ def test_the_safe_count_is_given_to_the_quick_check_too():
     lws, objects = lf.lws_state([[HYB, HYB], [HYB, HYB], [INF, HYB], [HYB, HYB]])
     result = assess_scale(view_of(objects), POLICY, lws, 1, NOW, quick=True)
     assert result.verdict.safe_replicas == 3
-    assert "scale to 3 replicas or more" in result.verdict.violations[0].message
+    assert "scale to 3 groups or more" in result.verdict.violations[0].message
 
 
 def test_a_blocked_surge_group_on_inference_is_judged_in_the_end_state():

@@ -109,3 +109,39 @@ def test_a_protected_pool_cheaper_than_an_unprotected_one_is_refused(document, a
 def test_equal_costs_are_accepted():
     parse_policy({"pools": [{"name": "inference", "deletionCost": 0, "protected": True},
                             {"name": "hybrid", "deletionCost": 0}]})
+
+
+ARGOCD = "system:serviceaccount:argocd:argocd-application-controller"
+
+
+def test_git_ops_controllers_are_opt_in_and_warned_by_default():
+    """None listed by default; once listed, a GitOps controller's violation is answered by
+    gitOps.enforcement (warn unless set), everyone else's by scaleDown.enforcement."""
+    rules = default_policy().scale_down
+    assert rules.git_ops.users == () and rules.git_ops.enforcement == "warn"
+    listed = parse_policy({"pools": [{"name": "a", "deletionCost": 5}],
+                           "scaleDown": {"gitOps": {"users": [ARGOCD]}}}).scale_down
+    assert listed.enforcement_for(ARGOCD) == "warn" and not listed.clamps(ARGOCD)
+    assert listed.enforcement_for("alice") == "enforce"
+    clamping = parse_policy({"pools": [{"name": "a", "deletionCost": 5}], "scaleDown": {
+        "gitOps": {"users": [ARGOCD], "enforcement": "clamp"}}}).scale_down
+    # clamped by /mutate-scale; what reaches /validate-scale is judged as a person's
+    assert clamping.clamps(ARGOCD) and clamping.enforcement_for(ARGOCD) == "enforce"
+
+
+@pytest.mark.parametrize(("scale_down", "message"), [
+    ({"exemptUsers": [ARGOCD], "gitOps": {"users": [ARGOCD]}},
+     f"scaleDown.gitOps.users[0]: {ARGOCD!r} is also in scaleDown.exemptUsers"),
+    ({"autoscalers": {"users": ["hpa"]}, "gitOps": {"users": ["x", "hpa"]}},
+     "scaleDown.gitOps.users[1]: 'hpa' is also in scaleDown.autoscalers.users, which has an "
+     "enforcement of its own; list it in one of the two"),
+    ({"gitOps": {"enforcement": "deny"}},
+     "scaleDown.gitOps.enforcement: must be one of clamp, enforce, warn, dryrun"),
+    ({"gitOps": {"users": ARGOCD}}, "scaleDown.gitOps.users: must be a list of user names"),
+    ({"gitOps": [{"user": ARGOCD}]}, "scaleDown.gitOps: must be a mapping, got a list"),
+    ({"gitOps": {"user": [ARGOCD]}}, "scaleDown.gitOps.user: unknown field"),
+])
+def test_git_ops_errors_name_the_field(scale_down, message):
+    with pytest.raises(PolicyError) as refused:
+        parse_policy({"pools": [{"name": "a", "deletionCost": 5}], "scaleDown": scale_down})
+    assert message in str(refused.value)

@@ -29,7 +29,8 @@ REPO = Path(__file__).resolve().parents[3]
 VALUES_SCHEMA = REPO / "charts" / "poolguard" / "values.schema.json"
 VALIDATOR = jsonschema.Draft7Validator(policy_schema())
 # The parser's refusals that JSON Schema cannot express (the chart checks them).
-ACROSS_FIELDS = ("duplicate pool", "protected pool", "also in scaleDown.exemptUsers")
+ACROSS_FIELDS = ("duplicate pool", "protected pool", "also in scaleDown.exemptUsers",
+                 "also in scaleDown.autoscalers.users")
 
 BASE: dict[str, Any] = {
     "poolLabel": "node.usage",
@@ -43,7 +44,10 @@ BASE: dict[str, Any] = {
     "scaleDown": {"enforcement": "enforce", "protectedLast": True, "minProtectedReplicas": 0,
                   "exemptUsers": ["system:serviceaccount:kube-system:deployment-controller"],
                   "autoscalers": {"users": ["system:serviceaccount:keda:keda-operator"],
-                                  "enforcement": "clamp"}},
+                                  "enforcement": "clamp"},
+                  "gitOps": {"users": [
+                      "system:serviceaccount:argocd:argocd-application-controller"],
+                      "enforcement": "warn"}},
 }
 PATHS: list[tuple[Any, ...]] = [
     (), ("poolLabel",), ("pools",), ("pools", 0), ("pools", 0, "name"),
@@ -58,7 +62,9 @@ PATHS: list[tuple[Any, ...]] = [
     ("scaleDown", "protectedLast"), ("scaleDown", "minProtectedReplicas"),
     ("scaleDown", "exemptUsers"), ("scaleDown", "exemptUsers", 0), ("scaleDown", "autoscalers"),
     ("scaleDown", "autoscalers", "users"), ("scaleDown", "autoscalers", "users", 0),
-    ("scaleDown", "autoscalers", "enforcement"), ("scaleDown", "enforcment"), ("pool",),
+    ("scaleDown", "autoscalers", "enforcement"), ("scaleDown", "gitOps"),
+    ("scaleDown", "gitOps", "users"), ("scaleDown", "gitOps", "users", 0),
+    ("scaleDown", "gitOps", "enforcement"), ("scaleDown", "enforcment"), ("pool",),
 ]
 VALUES = st.one_of(
     st.sampled_from([None, True, False, 0, 1, -1, 1000, -5000, 2**31, -(2**31) - 1, 2**31 - 1,
@@ -132,6 +138,8 @@ def test_schema_and_parser_accept_and_refuse_the_same_policies(path: tuple[Any, 
      "percentage from 0% to 100%"),
     (("scaleDown", "autoscalers", "enforcement"), "deny", "/scaleDown/autoscalers/enforcement",
      "must be one of clamp"),
+    (("scaleDown", "gitOps", "enforcement"), "deny", "/scaleDown/gitOps/enforcement",
+     "must be one of clamp"),
     (("namespaceSelector", "matchExpressions", 0, "value"), ["gold"],
      "/namespaceSelector/matchExpressions/0", "matchExpressions[0].value: unknown field"),
 ])
@@ -150,6 +158,16 @@ def test_a_user_both_exempt_and_an_autoscaler_is_refused_by_name() -> None:
         f"policy: scaleDown.autoscalers.users[1]: {user!r} is also in scaleDown.exemptUsers, "
         "whose requests are never checked, so it would never be clamped; list it in one of "
         "the two")
+
+
+def test_a_user_both_exempt_and_a_git_ops_controller_is_refused_by_name() -> None:
+    user = "system:serviceaccount:kube-system:deployment-controller"
+    document = put(BASE, ("scaleDown", "gitOps"), {"users": [user]})
+    assert parser_says(document) == (
+        f"policy: scaleDown.gitOps.users[0]: {user!r} is also in scaleDown.exemptUsers, "
+        "whose requests are never checked, so its enforcement would never apply; list it in "
+        "one of the two")
+    assert schema_errors(document) == []  # a rule across fields: the chart checks it
 
 
 def test_the_chart_values_schema_carries_the_generated_policy_schema() -> None:
@@ -183,11 +201,11 @@ def _document_paths(value: Any, prefix: str = "") -> set[str]:
     return found
 
 
-def test_the_readme_policy_reference_documents_every_field() -> None:
-    """The README's policy block names exactly the model's fields, below the selectors
-    (whose fields are Kubernetes' own), and is itself a valid policy."""
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("## Policy reference"):]
+def test_the_policy_reference_documents_every_field() -> None:
+    """docs/policy.md's policy block names exactly the model's fields, below the selectors
+    (whose fields are Kubernetes' own), and is itself a valid policy; the README links it."""
+    assert "](docs/policy.md)" in (REPO / "README.md").read_text()
+    section = (REPO / "docs" / "policy.md").read_text()
     block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
     document = yaml.safe_load(block)
     assert parser_says(document) is None

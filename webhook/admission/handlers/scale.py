@@ -164,10 +164,10 @@ def _scale_response(request: AdmissionRequest, ctx: Context,
     if verdict.enforcement == "dryrun":
         return Decision(allow(request), Outcome.DRYRUN, violated_rules=rules, audit=audit)
     lines = [f"poolguard: {header} breaks the policy (enforcement: warn)"]
-    for violation in verdict.violations:
-        lines.append(f"poolguard [{violation.rule}] {violation.problem}")
-        if violation.fix:
-            lines.append(f"poolguard fix: {violation.fix}")
+    lines.extend(f"poolguard [{v.rule}] {v.problem}" for v in verdict.violations)
+    # One warning per option (each one thing to do), once even when rules share them.
+    fixes = dict.fromkeys(fix for v in verdict.violations for fix in v.fixes)
+    lines.extend(f"poolguard fix: {fix}" for fix in fixes)
     return Decision(allow(request, warnings=_warnings(lines + hints)), Outcome.WARNED,
                     violated_rules=rules, audit=audit)
 

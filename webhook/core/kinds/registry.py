@@ -15,8 +15,11 @@ from ..cloneset.cloneset_pod import POD_CONDITIONS as CLONESET_POD_CONDITIONS
 from ..cloneset.cloneset_pod import POD_FIELDS as CLONESET_POD_FIELDS
 from ..cloneset.prediction import predict_cloneset
 from ..deployment.prediction import predict_deployment
+from ..leaderworkerset.fix import by_group
 from ..leaderworkerset.prediction import predict_leader_worker_set
+from ..replicaset.fix import by_cost
 from ..replicaset.prediction import predict_replicaset
+from ..statefulset.fix import by_ordinal
 from ..statefulset.prediction import predict_statefulset
 from .resource import NAMESPACES, NODES, PODS, REPLICASETS, Resource
 from .workload_kind import WorkloadKind
@@ -24,45 +27,37 @@ from .workload_kind import WorkloadKind
 DEPLOYMENT_CONTROLLER = "system:serviceaccount:kube-system:deployment-controller"
 ROLLOUTS_CONTROLLER = "system:serviceaccount:argo-rollouts:argo-rollouts"
 LWS_CONTROLLER = "system:serviceaccount:lws-system:lws-controller-manager"
-_BY_COST = ("give the pods outside protected pools a lower deletion cost than the protected "
-            "ones, then retry")
 
 KINDS: tuple[WorkloadKind, ...] = (
     WorkloadKind(Resource("deployments", "Deployment", "apps/v1", True), ("deploy",),
-                 predict_deployment, _BY_COST, template_validated=True,
+                 predict_deployment,
+                 by_cost("kubectl rollout status deployment/{name} -n {namespace}"),
+                 template_validated=True,
                  controller_users=(DEPLOYMENT_CONTROLLER,), names_replicasets=True,
                  sizes=("ReplicaSet",), sizing_modelled=True),
-    WorkloadKind(REPLICASETS, ("rs",), predict_replicaset, _BY_COST, template_validated=True,
+    WorkloadKind(REPLICASETS, ("rs",), predict_replicaset, by_cost(), template_validated=True,
                  controller_users=(DEPLOYMENT_CONTROLLER, ROLLOUTS_CONTROLLER),
                  names_replicasets=True),
     WorkloadKind(Resource("statefulsets", "StatefulSet", "apps/v1", True), ("sts",),
-                 predict_statefulset,
-                 "run the highest ordinals outside protected pools (for example with pod "
-                 "affinity or a pool-pinned StatefulSet per pool)",
-                 deletion_cost=False, template_validated=True, controller_users=(LWS_CONTROLLER,),
+                 predict_statefulset, by_ordinal, deletion_cost=False, template_validated=True,
+                 controller_users=(LWS_CONTROLLER,),
                  victim_reason="ordinal outside the new range"),
     # sigs.k8s.io/lws: one replica is a group of pods (a leader and its workers).
     WorkloadKind(Resource("leaderworkersets", "LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1",
                           True, optional=True), ("lws",),
-                 predict_leader_worker_set,
-                 "keep the highest-index groups' pods outside protected pools (a "
-                 "LeaderWorkerSet removes whole groups, highest group index first, and "
-                 "deletion cost plays no part)",
-                 fix_alone=", or scale down fewer groups", unit="group",
+                 predict_leader_worker_set, by_group, unit="group",
                  unit_parts=("leader", "workers"), deletion_cost=False,
                  template=("leaderWorkerTemplate", "workerTemplate"),
                  controller_users=(LWS_CONTROLLER,), sizes=("StatefulSet",)),
     # github.com/argoproj/argo-rollouts: a Deployment-like workload that sizes its ReplicaSets.
     WorkloadKind(Resource("rollouts", "Rollout", "argoproj.io/v1alpha1", True, optional=True),
-                 ("ro",), predict_rollout_scale, _BY_COST,
+                 ("ro",), predict_rollout_scale,
+                 by_cost("kubectl argo rollouts status {name} -n {namespace}"),
                  controller_users=(ROLLOUTS_CONTROLLER,), sizes=("ReplicaSet",)),
     # github.com/openkruise/kruise: deletes specified pods and old revisions first, then
     # by rules like a ReplicaSet's (the deletion cost counts).
     WorkloadKind(Resource("clonesets", "CloneSet", "apps.kruise.io/v1alpha1", True,
-                          optional=True), ("clone",), predict_cloneset,
-                 "give the pods outside protected pools a lower deletion cost than the "
-                 "protected ones (pods of an old revision and pods specified for deletion go "
-                 "before any cost decides), then retry",
+                          optional=True), ("clone",), predict_cloneset, by_cost(),
                  pod_fields=CLONESET_POD_FIELDS, pod_conditions=CLONESET_POD_CONDITIONS),
 )
 

@@ -15,12 +15,16 @@ from typing import TYPE_CHECKING, Any
 from .resource import Resource
 
 if TYPE_CHECKING:
+    from ..scale.fix_facts import FixFacts
     from ..scale.prediction import ScalePrediction
     from ..view.cluster import ClusterView
 
 # (view, workload, to_replicas, now_ns, burst) -> the victims of that scale
 Predictor = Callable[["ClusterView", Mapping[str, Any], int, "int | None", int],
                      "ScalePrediction"]
+# The kind's own options of a violation's fix, each one thing to do now (or to wait for),
+# worded with the pods, groups and numbers of the prediction (see scale/fix_facts.py).
+FixWording = Callable[["FixFacts"], list[str]]
 
 
 @dataclass(frozen=True)
@@ -30,10 +34,8 @@ class WorkloadKind:
     resource: Resource
     short_names: tuple[str, ...]  # kubectl's short names; the first is plan's own
     predict: Predictor
-    # How a violation's fix ends for this kind: how to keep protected pods from going.
-    fix: str
-    # The fix when nothing else can be offered (no safe count, no rolling update).
-    fix_alone: str | None = None
+    # How this kind's controller can be steered away from the protected pods, in words.
+    fix: FixWording
     unit: str = "pod"  # what one replica is: a pod, or a group of pods
     # What plan calls a unit's head pod and its other pods, e.g. ("leader", "workers").
     unit_parts: tuple[str, str] = ("", "")

@@ -46,6 +46,11 @@ DEFAULT_AUTOSCALER_USERS = (
     "system:serviceaccount:keda:keda-operator",
     "system:serviceaccount:knative-serving:controller",
 )
+# GitOps tools re-apply the replica count in Git on every sync and retry a refused write
+# (Argo CD's application controller, Flux's kustomize- and helm-controller): a denial is
+# answered with the same write again and again. None is listed by default: an admin opts a
+# tool in, and a person's scale-down of the same workload stays judged as before.
+GITOPS_ENFORCEMENTS = AUTOSCALER_ENFORCEMENTS
 _PERCENT = re.compile(r"([0-9]{1,3})%")  # used with fullmatch: "$" allows a "\n"
 _LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
@@ -121,6 +126,19 @@ class AutoscalerPolicy:
 
 
 @dataclass(frozen=True)
+class GitOpsPolicy:
+    """Requests by these users (GitOps controllers) are warned (or judged by `enforcement`)."""
+
+    users: tuple[str, ...] = described(
+        "GitOps controllers' users (Argo CD, Flux) whose scale-downs are answered by "
+        "enforcement, so that a refused sync is not retried forever", (), schema=_USER_NAMES)
+    enforcement: str = described(
+        "how the listed GitOps controllers' scale-downs are answered (clamp makes a GitOps "
+        "tool see perpetual drift: warn is the default)", "warn",
+        schema={"enum": list(GITOPS_ENFORCEMENTS)})
+
+
+@dataclass(frozen=True)
 class ScaleDownPolicy:
     enforcement: str = described(
         "enforce denies, warn allows with warnings, dryrun allows and only audits",
@@ -139,19 +157,38 @@ class ScaleDownPolicy:
     autoscalers: AutoscalerPolicy = described(
         "autoscalers and how their scale-downs are answered",
         default_factory=AutoscalerPolicy)
+    git_ops: GitOpsPolicy = described(
+        "GitOps controllers and how their scale-downs are answered",
+        default_factory=GitOpsPolicy)
 
     def is_autoscaler(self, username: str | None) -> bool:
         return username is not None and username in self.autoscalers.users
 
+    def is_git_ops(self, username: str | None) -> bool:
+        return username is not None and username in self.git_ops.users
+
+    def requester_enforcement(self, username: str | None) -> str | None:
+        """The enforcement of the requester group `username` is listed in (autoscalers,
+        gitOps), else None: a person, CI, anyone not listed."""
+        if self.is_autoscaler(username):
+            return self.autoscalers.enforcement
+        if self.is_git_ops(username):
+            return self.git_ops.enforcement
+        return None
+
+    def clamps(self, username: str | None) -> bool:
+        """Is `username` a listed requester whose unsafe scale-downs are clamped?"""
+        return self.requester_enforcement(username) == "clamp"
+
     def enforcement_for(self, username: str | None) -> str:
         """How a violation by `username` is answered in /validate-scale.
 
-        An autoscaler under `clamp` is judged as everyone else: its request reaches the
+        A requester under `clamp` is judged as everyone else: its request reaches the
         validating webhook already clamped, unless /mutate-scale was skipped (failure
         policy Ignore), and then the next sync is clamped.
         """
-        mode = self.autoscalers.enforcement
-        if self.is_autoscaler(username) and mode != "clamp":
+        mode = self.requester_enforcement(username)
+        if mode is not None and mode != "clamp":
             return mode
         return self.enforcement
 
@@ -223,7 +260,8 @@ class Policy:
 
 
 def policy_for(policy: Policy, username: str | None) -> Policy:
-    """The policy as it judges `username`: autoscalers may have an enforcement of their own."""
+    """The policy as it judges `username`: autoscalers and GitOps controllers may have an
+    enforcement of their own."""
     mode = policy.scale_down.enforcement_for(username)
     if mode == policy.scale_down.enforcement:
         return policy
@@ -258,6 +296,7 @@ _TOP_KEYS = policy_keys(Policy)
 _POOL_KEYS = policy_keys(Pool)
 _SCALE_KEYS = policy_keys(ScaleDownPolicy)
 _AUTOSCALER_KEYS = policy_keys(AutoscalerPolicy)
+_GITOPS_KEYS = policy_keys(GitOpsPolicy)
 
 
 def parse_policy(document: Any, source: str = "policy") -> Policy:
@@ -400,35 +439,60 @@ def _parse_scale_down(value: Any, source: str) -> ScaleDownPolicy:
     exempt = value.get("exemptUsers", list(DEFAULT_EXEMPT_USERS))
     if not isinstance(exempt, list) or not all(isinstance(u, str) and u for u in exempt):
         raise PolicyError(f"{source}: scaleDown.exemptUsers: must be a list of user names")
-    autoscalers = _parse_autoscalers(value.get("autoscalers", {}), source)
-    for index, user in enumerate(autoscalers.users):
-        if user in exempt:
-            raise PolicyError(
-                f"{source}: scaleDown.autoscalers.users[{index}]: {user!r} is also in "
-                "scaleDown.exemptUsers, whose requests are never checked, so it would never "
-                "be clamped; list it in one of the two")
+    autoscalers = AutoscalerPolicy(*_parse_requesters(
+        value.get("autoscalers", {}), source, "autoscalers", _AUTOSCALER_KEYS,
+        DEFAULT_AUTOSCALER_USERS, "clamp"))
+    git_ops = GitOpsPolicy(*_parse_requesters(
+        value.get("gitOps", {}), source, "gitOps", _GITOPS_KEYS, (), "warn"))
+    _check_one_answer_per_user(exempt, autoscalers, git_ops, source)
     return ScaleDownPolicy(
         enforcement=enforcement,
         protected_last=protected_last,
         min_protected_replicas=_min_protected(value.get("minProtectedReplicas", 0), source),
         exempt_users=tuple(exempt),
         autoscalers=autoscalers,
+        git_ops=git_ops,
     )
 
 
-def _parse_autoscalers(value: Any, source: str) -> AutoscalerPolicy:
-    where = f"{source}: scaleDown.autoscalers"
+def _parse_requesters(value: Any, source: str, key: str, known: set[str],
+                      default_users: tuple[str, ...],
+                      default_enforcement: str) -> tuple[tuple[str, ...], str]:
+    """(users, enforcement) of a requester group: `scaleDown.autoscalers` or `.gitOps`."""
+    where = f"{source}: scaleDown.{key}"
     if not isinstance(value, Mapping):
         raise PolicyError(f"{where}: must be a mapping, got {_type_name(value)}")
-    _reject_unknown(value, _AUTOSCALER_KEYS, source, "scaleDown.autoscalers.")
-    users = value.get("users", list(DEFAULT_AUTOSCALER_USERS))
+    _reject_unknown(value, known, source, f"scaleDown.{key}.")
+    users = value.get("users", list(default_users))
     if not isinstance(users, list) or not all(isinstance(u, str) and u for u in users):
         raise PolicyError(f"{where}.users: must be a list of user names")
-    enforcement = value.get("enforcement", "clamp")
+    enforcement = value.get("enforcement", default_enforcement)
     if enforcement not in AUTOSCALER_ENFORCEMENTS:
         raise PolicyError(f"{where}.enforcement: must be one of "
                           f"{', '.join(AUTOSCALER_ENFORCEMENTS)}, got {enforcement!r}")
-    return AutoscalerPolicy(users=tuple(users), enforcement=enforcement)
+    return tuple(users), enforcement
+
+
+def _check_one_answer_per_user(exempt: list[str], autoscalers: AutoscalerPolicy,
+                               git_ops: GitOpsPolicy, source: str) -> None:
+    """Refuse a user listed in two requester groups: each group answers differently, and
+    a policy must not leave to list order which answer a requester gets."""
+    for index, user in enumerate(autoscalers.users):
+        if user in exempt:
+            raise PolicyError(
+                f"{source}: scaleDown.autoscalers.users[{index}]: {user!r} is also in "
+                "scaleDown.exemptUsers, whose requests are never checked, so it would never "
+                "be clamped; list it in one of the two")
+    for index, user in enumerate(git_ops.users):
+        where = f"{source}: scaleDown.gitOps.users[{index}]: {user!r} is also in"
+        if user in exempt:
+            raise PolicyError(
+                f"{where} scaleDown.exemptUsers, whose requests are never checked, so its "
+                "enforcement would never apply; list it in one of the two")
+        if user in autoscalers.users:
+            raise PolicyError(
+                f"{where} scaleDown.autoscalers.users, which has an enforcement of its own; "
+                "list it in one of the two")
 
 
 def _min_protected(value: Any, source: str) -> int | str:

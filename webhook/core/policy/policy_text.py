@@ -117,6 +117,26 @@ def _autoscalers(policy: Policy) -> list[str]:
             + f" are {AUTOSCALER_WORDS[autoscalers.enforcement]}."]
 
 
+GITOPS_WORDS = {
+    "clamp": "lowered to the smallest safe replica count; the tool then sees the live count "
+             "differ from Git (drift) until that count is safe",
+    "enforce": "denied when they break a rule, as people's; the tool retries the refused "
+               "sync",
+    "warn": "allowed with warnings when they break a rule, so that a sync never fails on "
+            "them",
+    "dryrun": "allowed silently when they break a rule; only recorded",
+}
+
+
+def _git_ops(policy: Policy) -> list[str]:
+    git_ops = policy.scale_down.git_ops
+    if not git_ops.users:
+        return ["  GitOps controllers: none listed; Argo CD's and Flux's syncs are judged as "
+                "people's."]
+    return [f"  GitOps controllers (enforcement: {git_ops.enforcement}): scale-downs by "
+            + ", ".join(git_ops.users) + f" are {GITOPS_WORDS[git_ops.enforcement]}."]
+
+
 def _rules(policy: Policy) -> list[str]:
     scale = policy.scale_down
     protected = policy.protected_pool_names
@@ -142,6 +162,7 @@ def _rules(policy: Policy) -> list[str]:
     else:
         lines.append("  minProtectedReplicas: 0, no minimum.")
     lines.extend(_autoscalers(policy))
+    lines.extend(_git_ops(policy))
     if scale.exempt_users:
         lines.append("  Never checked: updates by " + ", ".join(scale.exempt_users) +
                      " (rollouts shrinking old ReplicaSets).")

@@ -7,4 +7,5 @@ Kubernetes: pkg/controller/replicaset and the ranking in pkg/controller/controll
 - chain_bound.py              what any chain of syncs can delete
 - replicaset_sync.py          a ReplicaSet's scale-down, sync by sync
 - prediction.py               a ReplicaSet's scale-down predicted (the kind's predictor)
+- fix.py                      the fix of a ReplicaSet-based kind: which costs to lower, or a wait
 """

@@ -26,7 +26,14 @@ class Violation:
 
     rule: str
     problem: str
-    fix: str = ""  # set by `assess_scale`, which knows the safe replica count
+    # Each a thing to do now, or what to wait for: set by `assess_scale`, which knows the
+    # safe replica count.
+    fixes: list[str] = field(default_factory=list)
+
+    @property
+    def fix(self) -> str:
+        """The options of the fix as one clause."""
+        return "; or ".join(self.fixes)
 
     @property
     def message(self) -> str:
@@ -43,6 +50,10 @@ class PolicyVerdict:
     violations: list[Violation] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     safe_replicas: int | None = None  # smallest count that removes no protected pod
+    # What a fix names: the protected-pool pods the worst case deletes, and the pods
+    # outside protected pools that survive it.
+    lost_protected: list[RankedPod] = field(default_factory=list)
+    kept_outside: list[RankedPod] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -192,6 +203,7 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
         )
     if verdict.violations:
         verdict.allowed = rules.enforcement != "enforce"
+        verdict.lost_protected, verdict.kept_outside = lost_protected, surviving_other
         if BY_KIND[prediction.kind].deletion_cost:  # else it plays no part
             _add_cost_hint(verdict, lost_protected, surviving_other, describe)
     return verdict

@@ -2,8 +2,10 @@
 
 The webhooks and `plan --as` give the same answers in the same order: a user in
 `scaleDown.exemptUsers` is never checked; a workload its owner sizes is never blocked
-(its owner's controller retries forever); an autoscaler under `clamp` enforcement is
-lowered to the safe count; anyone else gets the policy's verdict.
+(its owner's controller retries forever); an autoscaler or a GitOps controller under
+`clamp` enforcement is lowered to the safe count; anyone else gets the policy's verdict,
+judged with the enforcement of the group the requester is listed in (`scaleDown.autoscalers`,
+`scaleDown.gitOps`), else `scaleDown.enforcement`.
 """
 
 from __future__ import annotations
@@ -43,9 +45,9 @@ def is_exempt(policy: Policy, user: str | None) -> bool:
 
 
 def clamps(policy: Policy, user: str | None) -> bool:
-    """An autoscaler whose unsafe scale-downs are lowered to the safe count."""
-    rules = policy.scale_down
-    return rules.is_autoscaler(user) and rules.autoscalers.enforcement == "clamp"
+    """An autoscaler or GitOps controller whose unsafe scale-downs are lowered to the safe
+    count."""
+    return policy.scale_down.clamps(user)
 
 
 def unchecked_answer(policy: Policy, user: str | None, kind: str,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import compress
 from operator import attrgetter
@@ -10,8 +10,10 @@ from typing import Any
 
 from ..kinds.registry import BY_KIND
 from ..policy.policy import Policy
+from ..replicaset.active_pods_with_ranks import RankedPod
 from ..replicaset.replicaset_sync import BURST_REPLICAS
 from ..view.cluster import ClusterView
+from .fix_facts import FixFacts
 from .policy_verdict import PolicyVerdict, Protection, evaluate, protection, worst_case_victims
 from .predict import predict_scale
 from .prediction import ScalePrediction
@@ -47,10 +49,18 @@ def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
         verdict.safe_replicas = smallest_safe_replicas(view, policy, workload, prediction,
                                                        now_ns, protected, burst, quick)
     if verdict.violations:
-        fix = _fix_text(prediction, verdict.safe_replicas)
+        fixes = fix_options(FixFacts(prediction, verdict.safe_replicas, verdict.lost_protected,
+                                     verdict.kept_outside, _pool_cost(policy, view)))
         for violation in verdict.violations:
-            violation.fix = fix
+            violation.fixes = fixes
     return JudgedScale(prediction, verdict)
+
+
+def _pool_cost(policy: Policy, view: ClusterView) -> Callable[[RankedPod], int]:
+    """The cost the policy gives a pod's pool (a consolidating pool: the top of its band)."""
+    def cost(pod: RankedPod) -> int:
+        return policy.cost_for_pool(policy.pool_of_node(view.node(pod.node_name)))
+    return cost
 
 
 def removes_protected(view: ClusterView, policy: Policy, prediction: ScalePrediction) -> bool:
@@ -166,7 +176,11 @@ def _search_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[s
     return safe
 
 
-def _fix_text(prediction: ScalePrediction, safe: int | None) -> str:
+def fix_options(facts: FixFacts) -> list[str]:
+    """A violation's fix: the safe count (or where `plan` gives it), then the kind's own
+    options; when none is left, that only keeping the count helps for now."""
+    prediction, safe = facts.prediction, facts.safe_replicas
+    kind = BY_KIND[prediction.kind]
     options = []
     if safe is None:
         options.append(f"scale no lower than the smallest replica count that removes no "
@@ -174,12 +188,17 @@ def _fix_text(prediction: ScalePrediction, safe: int | None) -> str:
                        f"{prediction.kind.lower()}/{prediction.namespace}/{prediction.name} "
                        f"--replicas {prediction.to_replicas}' names")
     elif prediction.to_replicas < safe < prediction.from_replicas:
-        options.append(f"scale to {safe} replicas or more for now (the smallest count that "
-                       "removes no protected-pool pod)")
-    kind = BY_KIND[prediction.kind]
-    if any(unit.fate == POSSIBLE_VICTIM for unit in prediction.units or []):
-        options.append("scale down once the rolling update under way is complete (until "
-                       f"then it may recreate the outdated {kind.unit}s that stay)")
-    alone = kind.fix_alone if not options and kind.fix_alone else ""
-    options.append(kind.fix + alone)
-    return "; or ".join(options)
+        options.append(f"scale to {safe} {_units(kind.unit, safe)} or more for now (the "
+                       "smallest count that removes no protected-pool pod)")
+    options.extend(kind.fix(facts))
+    if not options:
+        options.append(f"nothing lowers {facts.workload} safely now: keep its "
+                       f"{prediction.from_replicas} {_units(kind.unit, prediction.from_replicas)}"
+                       " until fewer of its pods run on protected pools")
+    return options
+
+
+def _units(unit: str, count: int) -> str:
+    """`replicas` for pods (as `kubectl scale` says), `groups` for groups."""
+    word = "replica" if unit == "pod" else unit
+    return word if count == 1 else word + "s"

@@ -1,0 +1,71 @@
+"""What a violation's fix is worded from: the prediction, the safe count, the pods at stake.
+
+A fix is a list of options, each one thing a person or a controller can do now (scale to
+a count, set a cost on named pods, delete a named pod so that its controller recreates
+it), or the plain statement that only waiting helps, and why. Each workload kind words its
+own options (its registry record's `fix`) from these facts; `assessment` adds the options
+every kind shares (the safe count). The webhook gives each option as one warning, so each
+fits the API server's 256 characters with its `poolguard fix: ` prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..replicaset.active_pods_with_ranks import RankedPod
+from ..statefulset.stateful_set_control import Wait
+from .prediction import ScalePrediction
+
+# 256 (the API server's cut of a warning) less "poolguard fix: ".
+FIX_LENGTH = 240
+
+
+@dataclass(frozen=True)
+class FixFacts:
+    """The facts of one judged scale-down that its fix names."""
+
+    prediction: ScalePrediction
+    safe_replicas: int | None  # the smallest count that removes no protected-pool pod
+    lost: Sequence[RankedPod]  # protected-pool pods the worst case deletes
+    kept_outside: Sequence[RankedPod]  # pods outside protected pools that survive
+    pool_cost: Callable[[RankedPod], int]  # the cost the policy gives the pod's pool
+
+    @property
+    def workload(self) -> str:
+        """`Kind namespace/name`, as messages name a workload."""
+        p = self.prediction
+        return f"{p.kind} {p.namespace}/{p.name}"
+
+    @property
+    def namespace(self) -> str:
+        return self.prediction.namespace
+
+
+def fitted(words: Callable[[str, int], str], names: Sequence[str],
+           limit: int = FIX_LENGTH) -> str:
+    """`words(shown, left_out)` with as many of `names` (space-separated) as fit `limit`.
+
+    Names stay whole: a command with half a pod name would be worse than one with fewer
+    pods, and `left_out` lets the words say how many more there are.
+    """
+    for count in range(len(names), 0, -1):
+        text = words(" ".join(names[:count]), len(names) - count)
+        if len(text) <= limit:
+            return text
+    return words(names[0] if names else "", max(len(names) - 1, 0))
+
+
+def more(left_out: int) -> str:
+    """` (and N more: plan lists them)`, or nothing when none is left out."""
+    return f" (and {left_out} more: plan lists them)" if left_out else ""
+
+
+def listed(names: Sequence[str]) -> str:
+    """`a`, `a and b`, `a, b and c`."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def wait_option(wait: Wait) -> str:
+    """The option of a scale-down that stalls: nothing but waiting moves it on."""
+    return f"wait, then retry: the controller deletes nothing more while {wait.reason}"
