@@ -16,6 +16,7 @@ from tests.support.kubeapi import FakeKubeAPI
 from webhook.cluster.kubeclient import api_client_from
 from webhook.cluster.live import LiveCluster
 from webhook.cluster.state import EXAMPLE_STATE
+from webhook.core.kinds.registry import KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
 _PATH = re.compile(r"^/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)"
@@ -58,8 +59,9 @@ def granted(role_name: str, kind: str = "ClusterRole") -> set[tuple[str, str, st
 def test_webhook_cluster_role_is_exactly_what_the_caches_call(tmp_path):
     objects = yaml.safe_load(EXAMPLE_STATE.read_text())["items"]
     with FakeKubeAPI() as api:
-        api.install_crd("LeaderWorkerSet")  # with their CRDs, the custom kinds are watched too
-        api.install_crd("Rollout")
+        for kind in KINDS:  # with their CRDs, the custom kinds are watched too
+            if kind.custom:
+                api.install_crd(kind.kind)
         api.put(*objects)
         cluster = LiveCluster(api_client_from(str(api.write_kubeconfig(tmp_path / "kc"))))
         cluster.start()
