@@ -270,6 +270,17 @@ def _mutated_replicas(answer: dict[str, Any], scale: dict[str, Any]) -> int:
     return jsonpatch.apply_patch(scale, ops)["spec"]["replicas"]
 
 
+def _chained(session: requests.Session, url: str,
+             review: dict[str, Any]) -> dict[str, Any]:
+    """The validating answer to `review` after the mutating one, chained as the API server
+    chains them: `review` is left with the replicas the clamp let through."""
+    mutated = session.post(url + "/mutate-scale", json=review, timeout=10).json()["response"]
+    review["request"]["object"]["spec"]["replicas"] = _mutated_replicas(
+        mutated, review["request"]["object"])
+    answer = session.post(url + "/validate-scale", json=review, timeout=10).json()["response"]
+    return answer
+
+
 def test_plan_as_a_requester_and_the_webhook_chain_agree_on_the_clamp(files, tmp_path):
     clamps: set[str] = set()
     with running_server(tmp_path / "clamp", "--state", str(files["state"]), "--policy",
@@ -281,13 +292,8 @@ def test_plan_as_a_requester_and_the_webhook_chain_agree_on_the_clamp(files, tmp
                 for target in targets:
                     review = reviews.scale(resource, name, current, target, namespace=ns,
                                            user=user)
-                    # as the API server chains them: mutating first, then validating
-                    mutated = session.post(url + "/mutate-scale", json=review,
-                                           timeout=10).json()["response"]
-                    effective = _mutated_replicas(mutated, review["request"]["object"])
-                    review["request"]["object"]["spec"]["replicas"] = effective
-                    answer = session.post(url + "/validate-scale", json=review,
-                                          timeout=10).json()["response"]
+                    answer = _chained(session, url, review)
+                    effective = review["request"]["object"]["spec"]["replicas"]
                     doc = plan_json(files["state"], files["enforce"],
                                     f"{KIND[resource]}/{ns}/{name}", target,
                                     "--as", user["username"])
@@ -358,12 +364,8 @@ def test_plan_as_a_git_ops_controller_and_the_webhook_chain_agree(files, tmp_pat
         for resource, ns, name, _current, targets in CASES:
             for target in targets:
                 review = _sync_review(resource, ns, name, target)
-                mutated = session.post(url + "/mutate-scale", json=review,
-                                       timeout=10).json()["response"]
-                effective = _mutated_replicas(mutated, review["request"]["object"])
-                review["request"]["object"]["spec"]["replicas"] = effective
-                answer = session.post(url + "/validate-scale", json=review,
-                                      timeout=10).json()["response"]
+                answer = _chained(session, url, review)
+                effective = review["request"]["object"]["spec"]["replicas"]
                 doc = plan_json(files["state"], policy, f"{KIND[resource]}/{ns}/{name}",
                                 target, "--as", ARGOCD)
                 where = f"{enforcement}: {resource} {ns}/{name} -> {target}"
