@@ -11,13 +11,9 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.cli.test_plan_kinds import cloneset_objects, lws_objects, rollout_objects
-from tests.support import factories as f
-from tests.support.kubeapi import items_of
+from tests.support.custom_kinds import custom_kinds_state
 from webhook.cli.main import main
-from webhook.cluster.state import EXAMPLE_STATE
 from webhook.core.kinds.registry import DEPLOYMENT_CONTROLLER, KINDS
 
 NOW = "2026-11-22T12:00:00Z"
@@ -29,11 +25,7 @@ EXAMPLES = {"Deployment": "deploy/ml/llm-serve", "ReplicaSet": "rs/ml/gpu-probe"
 
 @pytest.fixture
 def state(tmp_path: Path) -> Path:
-    path = tmp_path / "state.yaml"
-    objects = [*items_of(yaml.safe_load_all(EXAMPLE_STATE.read_text())),
-               *lws_objects(2), *rollout_objects(3), *cloneset_objects(2)]
-    path.write_text(yaml.safe_dump(f.kube_list(*objects)))
-    return path
+    return custom_kinds_state(tmp_path)
 
 
 def plan(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

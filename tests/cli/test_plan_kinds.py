@@ -1,4 +1,5 @@
-"""`plan` with LeaderWorkerSets and Argo Rollouts: their names, look-ups and listing.
+"""`plan` with the custom kinds (LeaderWorkerSets, Argo Rollouts, CloneSets): their names,
+look-ups and listing.
 
 The spellings kubectl users type reach the right kind, a look-up that misses says what
 is there, another API group's `Rollout` is not an Argo Rollout, and `--all-workloads`
@@ -13,54 +14,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support import cloneset_factories as cf
 from tests.support import factories as f
+from tests.support.custom_kinds import custom_kinds_state, lws_objects, rollout_objects
 from tests.support.kubeapi import items_of
 from tests.support.lws_factories import leader_worker_set
-from tests.support.rollouts import rollout as argo_rollout
 from webhook.cli import plan_document
 from webhook.cli.main import main
 from webhook.cluster.state import EXAMPLE_STATE
 
 NOW = "2026-11-22T12:00:00Z"
-LWS_LABEL = "leaderworkerset.sigs.k8s.io/name"
-
-
-def lws_objects(replicas: int) -> list[dict]:
-    """A LeaderWorkerSet with its leader StatefulSet and one group's worker StatefulSet,
-    owned as the LeaderWorkerSet controller owns them."""
-    lws = leader_worker_set("llm", replicas=replicas)
-    leaders = f.statefulset("llm", replicas=2)
-    leaders["metadata"]["labels"] = {LWS_LABEL: "llm"}
-    leaders["metadata"]["ownerReferences"] = [f.owner_ref(lws)]
-    leader_pod = f.pod("llm-0", labels={LWS_LABEL: "llm"}, owner=leaders)
-    workers = f.statefulset("llm-0", replicas=1)
-    workers["metadata"]["labels"] = {LWS_LABEL: "llm"}
-    workers["metadata"]["ownerReferences"] = [f.owner_ref({**leader_pod, "apiVersion": "v1"})]
-    return [lws, leaders, leader_pod, workers]
-
-
-def rollout_objects(replicas: int) -> list[dict]:
-    ro = argo_rollout("canary", replicas)
-    stable = f.replicaset("canary-5d8", replicas=2, owner=ro)
-    other_group = {**argo_rollout("other", 3), "apiVersion": "example.com/v1"}
-    return [ro, stable, other_group]
-
-
-def cloneset_objects(replicas: int) -> list[dict]:
-    """A CloneSet and its pods, one on each pool's node of the example state."""
-    clone = cf.cloneset("llm-clone", replicas=replicas)
-    return [clone, *(cf.clone_pod(clone, f"llm-clone-{i}", node)
-                     for i, node in enumerate(("gpu-inf-1", "gpu-hyb-1")[:replicas]))]
 
 
 @pytest.fixture
 def state(tmp_path: Path) -> Path:
-    path = tmp_path / "state.yaml"
-    objects = [*items_of(yaml.safe_load_all(EXAMPLE_STATE.read_text())),
-               *lws_objects(2), *rollout_objects(3)]
-    path.write_text(yaml.safe_dump(f.kube_list(*objects)))
-    return path
+    return custom_kinds_state(tmp_path)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -104,7 +71,8 @@ def test_an_unknown_kind_lists_every_accepted_spelling(state, capsys):
 
 
 @pytest.mark.parametrize(("ref", "kind"), [("lws/ml/llm", "LeaderWorkerSet"),
-                                           ("ro/ml/canary", "Rollout")])
+                                           ("ro/ml/canary", "Rollout"),
+                                           ("clone/ml/llm-clone", "CloneSet")])
 def test_a_custom_kind_is_planned(state, capsys, ref, kind):
     code, out, err = run(capsys, "--state", str(state), "--workload", ref, "--replicas", "1",
                          "--now", NOW, "-o", "json")
@@ -133,12 +101,14 @@ def test_all_workloads_leaves_out_what_an_owner_sizes(tmp_path, capsys):
 
 
 def test_all_workloads_includes_the_custom_kinds(state, capsys):
-    """Each LeaderWorkerSet and Rollout with replicas to give up is planned once, as itself."""
+    """Each LeaderWorkerSet, Rollout and CloneSet with replicas to give up is planned once,
+    as itself."""
     code, out, err = run(capsys, "--state", str(state), "--all-workloads",
                          "--replicas-delta", "-1", "--now", NOW, "-o", "json")
     assert (code, err) == (0, "")
     planned = [(doc["workload"]["kind"], doc["workload"]["name"]) for doc in json.loads(out)]
-    assert planned == [("Deployment", "embedder"), ("Deployment", "llm-serve"),
+    assert planned == [("CloneSet", "llm-clone"),
+                       ("Deployment", "embedder"), ("Deployment", "llm-serve"),
                        ("LeaderWorkerSet", "llm"), ("LeaderWorkerSet", "llm-multi"),
                        ("ReplicaSet", "gpu-probe"), ("Rollout", "canary"),
                        ("Rollout", "reranker"), ("StatefulSet", "kv-cache")]
