@@ -322,8 +322,13 @@ def test_plan_as_the_hpa_says_clamped_in_text_json_html_and_the_audit(files, tmp
     assert "Verdict: CLAMPED to 3\n" in text
     assert (f"  as {hpa}: scaled Deployment ml/clampable from 4 to 3 replicas, "
             "not the 1 asked") in text
+    assert doc["requesterGroup"] == "autoscalers"
     person = run("--workload", "deploy/ml/clampable", "--replicas", "1", "--as", "alice")
     assert "Verdict: DENIED (enforcement: enforce)" in person
+    assert ("  as alice: listed in no requester group: judged as a person "
+            "(scaleDown.enforcement: enforce)\n") in person
+    assert plan_json(files["state"], files["enforce"], "deploy/ml/clampable", 1, "--as",
+                     "alice")["requesterGroup"] is None
     page = tmp_path / "plan.html"
     run("--workload", "deploy/ml/clampable", "--replicas", "1", "--as", hpa, "-o", "html",
         str(page))
@@ -383,3 +388,7 @@ def test_plan_as_a_git_ops_controller_and_the_webhook_chain_agree(files, tmp_pat
             cli_main(["plan", "--state", str(files["state"]), "--policy", str(policy),
                       "--workload", "deploy/ml/uncosted", "--replicas", "2", "--as", ARGOCD])
         assert "Verdict: ALLOWED despite violations (enforcement: warn)" in text.getvalue()
+        assert (f"  as {ARGOCD}: listed in scaleDown.gitOps: judged with its enforcement "
+                "(warn)\n") in text.getvalue()
+        doc = plan_json(files["state"], policy, "deploy/ml/uncosted", 2, "--as", ARGOCD)
+        assert (doc["requesterGroup"], doc["enforcement"]) == ("gitOps", "warn")

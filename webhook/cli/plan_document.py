@@ -64,6 +64,7 @@ def plan_workload(view: ClusterView, policy: Policy, workload: Mapping[str, Any]
     if gaps:  # missing pods or nodes would read as "nothing deleted": no verdict at all
         document.update(checked=False, allowed=None, notCheckedBecause="; ".join(gaps))
     document["requester"], document["clampedTo"], document["requesterNote"] = as_user, None, None
+    document["requesterGroup"] = policy.scale_down.requester_group(as_user)
     if as_user is not None and replicas < replicas_of(workload):
         answer = answer_requester(view, policy, workload, replicas, replicas_of(workload),
                                   now_ns, as_user)
@@ -72,6 +73,16 @@ def plan_workload(view: ClusterView, policy: Policy, workload: Mapping[str, Any]
             document["allowed"], document["requesterNote"] = True, answer.note
             document["clampedTo"] = answer.clamp.replicas if answer.clamp else None
     return document
+
+
+def requester_judged(document: Mapping[str, Any]) -> str:
+    """How the verdict judged `--as`'s requester when the verdict is its answer: with the
+    enforcement of the group it is listed in, else as a person."""
+    group = document.get("requesterGroup")
+    if group is None:
+        return (f"listed in no requester group: judged as a person (scaleDown.enforcement: "
+                f"{document['enforcement']})")
+    return f"listed in scaleDown.{group}: judged with its enforcement ({document['enforcement']})"
 
 
 def plan_document(view: ClusterView, policy: Policy, assessment: JudgedScale,

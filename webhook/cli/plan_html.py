@@ -14,6 +14,7 @@ from html import escape
 from typing import Any
 
 from ..core.kinds.registry import BY_KIND
+from .plan_document import requester_judged
 from .plan_frees import frees_html
 
 _NO_POOL = "(no pool label)"
@@ -103,9 +104,10 @@ def _header(document: Mapping[str, Any], title: str) -> str:
              f'<div class="verdict">{escape(words)}</div>']
     if not document["checked"]:
         lines.append(f'<p class="why">{escape(document["notCheckedBecause"])}</p>')
-    if document.get("requesterNote"):
+    if document.get("requester") is not None:
+        how = document.get("requesterNote") or requester_judged(document)
         lines.append(f'<p class="why" id="requester">As {escape(document["requester"])}: '
-                     f'{escape(document["requesterNote"])}</p>')
+                     f'{escape(how)}</p>')
     fixes: dict[str, None] = {}  # each option once, in order, whichever rules share it
     for violation in document["violations"]:
         message = violation["message"].partition("; fix: ")[0]

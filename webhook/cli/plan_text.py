@@ -7,6 +7,7 @@ from typing import Any
 
 from ..core.kinds.registry import BY_KIND
 from ..core.kinds.workload_kind import WorkloadKind
+from .plan_document import requester_judged
 from .plan_frees import frees_lines
 
 
@@ -52,6 +53,8 @@ def render_text(document: Mapping[str, Any]) -> str:
     lines.append("Verdict: " + _verdict_word(document))
     if document.get("requesterNote"):
         lines.append(f"  as {document['requester']}: {document['requesterNote']}")
+    elif document.get("requester") is not None:
+        lines.append(f"  as {document['requester']}: {requester_judged(document)}")
     lines.extend(f"  [{v['rule']}] {v['message']}" for v in document["violations"])
     lines.extend(f"  warning: {w}" for w in document["warnings"])
     if document["exemptUsers"] and document.get("requester") is None:
@@ -91,3 +94,4 @@ def _verdict_word(document: Mapping[str, Any]) -> str:
     if not document["allowed"]:
         return "DENIED (enforcement: enforce)"
     return f"ALLOWED despite violations (enforcement: {document['enforcement']})"
+

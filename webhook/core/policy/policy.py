@@ -167,14 +167,21 @@ class ScaleDownPolicy:
     def is_git_ops(self, username: str | None) -> bool:
         return username is not None and username in self.git_ops.users
 
-    def requester_enforcement(self, username: str | None) -> str | None:
-        """The enforcement of the requester group `username` is listed in (autoscalers,
-        gitOps), else None: a person, CI, anyone not listed."""
+    def requester_group(self, username: str | None) -> str | None:
+        """The requester group `username` is listed in, by its field name (`autoscalers`,
+        `gitOps`), else None: a person, CI, anyone not listed."""
         if self.is_autoscaler(username):
-            return self.autoscalers.enforcement
+            return "autoscalers"
         if self.is_git_ops(username):
-            return self.git_ops.enforcement
+            return "gitOps"
         return None
+
+    def requester_enforcement(self, username: str | None) -> str | None:
+        """The enforcement of the requester group `username` is listed in, else None."""
+        group = self.requester_group(username)
+        if group is None:
+            return None
+        return (self.autoscalers if group == "autoscalers" else self.git_ops).enforcement
 
     def clamps(self, username: str | None) -> bool:
         """Is `username` a listed requester whose unsafe scale-downs are clamped?"""
