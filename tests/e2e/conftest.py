@@ -12,17 +12,27 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import pytest
 
 from tests.e2e.controlplane import DEFAULT_BIN, ControlPlane
 from tests.e2e.harness import Environment, service_cidr
 from tests.e2e.hpa import MetricsAPI, serve_metrics
+from tests.e2e.kruise import CloneSetController
 from tests.e2e.lws import LwsController, install_crds
 from tests.e2e.rollouts import RolloutsController
 from tests.e2e.rollouts import install_crds as install_rollouts_crds
 
 RESULTS = "results.json"
+
+
+class _Startable(Protocol):
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+Controller = TypeVar("Controller", bound=_Startable)
 
 
 def _run_dir() -> Path:
@@ -70,28 +80,33 @@ def env() -> Iterator[Environment]:
             plane.stop()
 
 
-@pytest.fixture(scope="module")
-def lws_controller(env: Environment) -> Iterator[LwsController]:
-    """The real LeaderWorkerSet controller, for the module that asks for it only (its pod
-    webhooks cost every LWS pod creation a round trip; the other modules need none)."""
-    controller = LwsController(env)
+def _running(controller: Controller) -> Iterator[Controller]:
+    """A controller started for one module and stopped after it."""
     controller.start()
     try:
         yield controller
     finally:
         controller.stop()
+
+
+@pytest.fixture(scope="module")
+def lws_controller(env: Environment) -> Iterator[LwsController]:
+    """The real LeaderWorkerSet controller, for the module that asks for it only (its pod
+    webhooks cost every LWS pod creation a round trip; the other modules need none)."""
+    yield from _running(LwsController(env))
 
 
 @pytest.fixture(scope="module")
 def rollouts_controller(env: Environment) -> Iterator[RolloutsController]:
     """The real Argo Rollouts controller, for the modules that ask for it (elsewhere the
     Rollouts other tests make as mere owners must stay untouched)."""
-    controller = RolloutsController(env)
-    controller.start()
-    try:
-        yield controller
-    finally:
-        controller.stop()
+    yield from _running(RolloutsController(env))
+
+
+@pytest.fixture(scope="module")
+def cloneset_controller(env: Environment) -> Iterator[CloneSetController]:
+    """The real OpenKruise CloneSet controller, for the modules that ask for it."""
+    yield from _running(CloneSetController(env))
 
 
 @pytest.fixture(scope="module")

@@ -323,6 +323,22 @@ class Environment:
 # --- other projects' controllers ------------------------------------------------------------
 
 
+def install_module_crds(env: Environment, directory: Path, crd: str) -> None:
+    """The CRDs a controller's module ships in `directory`, applied server-side (some are
+    too large for the last-applied annotation; a minimal CRD another test made under the
+    same name is replaced), then until `crd` is Established. Again on a cluster that has
+    them: a no-op apply."""
+    env.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=e2e-crds",
+                "-f", str(directory), check=True)
+
+    def established() -> bool:  # `kubectl wait` fails while the status has no conditions
+        found = env.api_get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
+        return any(c["type"] == "Established" and c["status"] == "True"
+                   for c in (found.get("status") or {}).get("conditions") or [])
+
+    wait_for(f"CRD {crd} to be established", established, timeout=60)
+
+
 def cluster_role(path: Path, name: str | None = None) -> dict[str, Any]:
     """The ClusterRole manifest a controller's module ships at `path`; `name` renames it
     (the module's own name may clash with another install's)."""

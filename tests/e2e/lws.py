@@ -33,6 +33,7 @@ from tests.e2e.harness import (
     Environment,
     cluster_role,
     controller_kubeconfig,
+    install_module_crds,
     is_active,
     node_names,
     start_controller,
@@ -61,15 +62,8 @@ def module_dir(env: Environment) -> Path:
 
 def install_crds(env: Environment) -> None:
     """The module's CRDs (LeaderWorkerSet and DisaggregatedSet: the manager watches both),
-    once per cluster; a second call finds them established."""
-    if env.kubectl("get", "crd", CRD).code != 0:
-        env.kubectl("apply", "--server-side", "--field-manager=e2e", "-f",
-                    str(module_dir(env) / "crd"), check=True)
-    # not `kubectl wait`: it fails on a CRD whose status has no conditions yet
-    established = "jsonpath={.status.conditions[?(@.type=='Established')].status}"
-    wait_for(f"CRD {CRD} established",
-             lambda: env.kubectl("get", "crd", CRD, "-o", established).stdout == "True",
-             timeout=60)
+    once per cluster."""
+    install_module_crds(env, module_dir(env) / "crd", CRD)
 
 
 @dataclass

@@ -33,6 +33,7 @@ from tests.e2e.harness import (
     Environment,
     cluster_role,
     controller_kubeconfig,
+    install_module_crds,
     start_controller,
     stop_controller,
 )
@@ -55,19 +56,8 @@ def module_dir(env: Environment) -> Path:
 
 def install_crds(env: Environment) -> None:
     """The module's CRDs (Rollout, AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate,
-    Experiment: the controller's informers list them all), once per cluster.
-
-    Server-side apply: the Rollout CRD is too large for the last-applied annotation. A
-    minimal Rollout CRD another test made under the same name is replaced."""
-    env.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=e2e-crds",
-                "-f", str(module_dir(env) / "crds"), check=True)
-
-    def established() -> bool:  # `kubectl wait` fails while the status has no conditions
-        crd = env.api_get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD}")
-        return any(c["type"] == "Established" and c["status"] == "True"
-                   for c in (crd.get("status") or {}).get("conditions") or [])
-
-    wait_for(f"CRD {CRD} to be established", established, timeout=60)
+    Experiment: the controller's informers list them all), once per cluster."""
+    install_module_crds(env, module_dir(env) / "crds", CRD)
 
 
 @dataclass

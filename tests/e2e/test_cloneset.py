@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -31,16 +31,6 @@ from tests.e2e.kruise import (
 )
 from tests.e2e.lws import deleted_since
 from tests.e2e.workloads import active_pods, apply, bind
-
-
-@pytest.fixture(scope="module")
-def kruise(env: Environment) -> Iterator[CloneSetController]:
-    controller = CloneSetController(env)
-    controller.start()
-    try:
-        yield controller
-    finally:
-        controller.stop()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -77,7 +67,7 @@ def pools_of(env: Environment, pods: Mapping[str, Mapping[str, Any]]) -> dict[st
 
 
 def test_scale_subresource_deletes_the_predicted_hybrid_pods(
-        env: Environment, kruise: CloneSetController) -> None:
+        env: Environment, cloneset_controller: CloneSetController) -> None:
     ns = env.new_namespace("cloneset-scale")
     apply(env, ns, cloneset("llm", 6))
     drive(env, ns, "llm", placer(env, ns, ["inference", "hybrid"]), set())
@@ -94,7 +84,7 @@ def test_scale_subresource_deletes_the_predicted_hybrid_pods(
 
 
 def test_replicas_patch_takes_named_then_old_revision_pods_first(
-        env: Environment, kruise: CloneSetController) -> None:
+        env: Environment, cloneset_controller: CloneSetController) -> None:
     """Six pods, four of a second revision; a patch of spec.replicas to 3 that also names a
     pod to delete and lowers the partition to 0: the named pod goes, then the two pods of
     the old revision, whatever their cost."""
@@ -125,7 +115,7 @@ def test_replicas_patch_takes_named_then_old_revision_pods_first(
 
 @pytest.mark.parametrize("how", ["scale", "patch"])
 def test_an_unsafe_scale_down_is_denied_as_plan_says(
-        env: Environment, kruise: CloneSetController, how: str) -> None:
+        env: Environment, cloneset_controller: CloneSetController, how: str) -> None:
     """An inference pod that is not ready goes before the hybrid ones (availability comes
     before the cost): `plan` denies 3 -> 2, and so does the webhook, through
     `clonesets/scale` and through a `spec.replicas` patch; nothing is deleted."""

@@ -23,29 +23,24 @@ deleted are compared:
 The class of each state (which kind, which rollout or StatefulSet situation, what plan
 predicted) is counted in RUN_DIR/differential.json and printed by tests/e2e/summary.py.
 
-E2E_STATES (default 200), E2E_SEED (first seed, default 1), E2E_PARALLEL (default 8).
-A failing seed is printed; its state (plan --save-state), plan document and deletions
-are kept in RUN_DIR/differential/seed-N.*; rerun seeds with E2E_SEEDS=N,M,...
+E2E_STATES (default 200), E2E_SEED (first seed, default 1), E2E_PARALLEL (default 8);
+rerun seeds with E2E_SEEDS=N,M,... (tests/e2e/differential_run.py). A failing seed is
+printed; its state (plan --save-state), plan document and deletions are kept in
+RUN_DIR/differential/seed-N.*.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
 import random
 import time
-import traceback
-from collections import Counter
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
 from tests.e2e.controlplane import wait_for
+from tests.e2e.differential_run import Outcome, keep_mismatch, run_differential, seeds
 from tests.e2e.fake_kubelet import STRATEGIC, pod_status
 from tests.e2e.harness import COST_ANNOTATION, NODES, Environment, is_active, node_names
 from tests.e2e.workloads import (
@@ -55,7 +50,6 @@ from tests.e2e.workloads import (
     compare,
     deployment,
     pod_template,
-    precision_counts,
     replica_sets,
     replicaset,
     running_ready,
@@ -80,15 +74,6 @@ UNHEALTHY = {"Pending": ("Pending", False), "NotReady": ("Running", False),
 # one's removal, within a sync (well under a second here), so a blocked pod it did not
 # wait on would be gone long before this.
 STALL_MARGIN = 10.0
-
-
-@dataclass
-class Outcome:
-    seed: int
-    description: str
-    problems: list[str]
-    error: str | None = None
-    classes: list[str] = field(default_factory=list)
 
 
 class State:
@@ -372,70 +357,12 @@ class State:
         if verdict.ok:
             saved.unlink(missing_ok=True)
         else:
-            (self.out / f"seed-{self.seed}.json").write_text(json.dumps({
-                "seed": self.seed, "description": self.description, "plan": document,
-                "deleted": sorted(deleted), "problems": verdict.problems}, indent=2))
+            keep_mismatch(self.out, self.seed, self.description, document, deleted,
+                          verdict.problems)
         return Outcome(self.seed, self.description, verdict.problems, classes=classes)
 
 
-def run_state(env: Environment, seed: int, out: Path) -> Outcome:
-    state = State(env, seed, out)
-    try:
-        return state.run()
-    except Exception as err:
-        (out / f"seed-{seed}.error.txt").write_text(traceback.format_exc())
-        return Outcome(seed, state.description, [], error=f"{type(err).__name__}: {err}")
-    finally:
-        env.delete_namespace(state.ns)
-
-
-def run_all(env: Environment, seeds: list[int], workers: int,
-            report: Callable[[Outcome], None]) -> list[Outcome]:
-    out = env.run_dir / "differential"
-    out.mkdir(exist_ok=True)
-    outcomes = []
-    with ThreadPoolExecutor(workers) as pool:
-        futures = [pool.submit(run_state, env, seed, out) for seed in seeds]
-        for future in as_completed(futures):
-            outcome = future.result()
-            outcomes.append(outcome)
-            report(outcome)
-    return outcomes
-
-
 def test_differential_plan_matches_the_real_controllers(env: Environment) -> None:
-    states = int(os.environ.get("E2E_STATES", "200"))
-    first = int(os.environ.get("E2E_SEED", "1"))
-    seeds = [int(s) for s in os.environ.get("E2E_SEEDS", "").split(",") if s.strip()]
-    seeds = seeds or list(range(first, first + states))
-    workers = int(os.environ.get("E2E_PARALLEL", "8"))
     env.start_reconciler()  # as installed: the binding webhook and the reconciler
     env.set_policy(enforcement="warn")  # judge the prediction, not the verdict
-    log = open(env.run_dir / "differential.log", "a", encoding="utf-8")  # noqa: SIM115
-    started = time.monotonic()
-
-    def report(outcome: Outcome) -> None:
-        status = "ERROR" if outcome.error else ("ok" if not outcome.problems else "MISMATCH")
-        log.write(f"seed {outcome.seed}: {status} {outcome.description} "
-                  f"{outcome.error or '; '.join(outcome.problems)} "
-                  f"classes: {'; '.join(outcome.classes)}\n")
-        log.flush()
-
-    try:
-        outcomes = run_all(env, seeds, workers, report)
-    finally:
-        log.close()
-    mismatches = [o for o in outcomes if o.problems]
-    errors = [o for o in outcomes if o.error]
-    (env.run_dir / "differential.json").write_text(json.dumps({
-        "states": len(outcomes) - len(errors), "mismatches": len(mismatches),
-        "errors": len(errors), "failed": bool(errors), "seconds": time.monotonic() - started,
-        "mismatchSeeds": [o.seed for o in mismatches], "errorSeeds": [o.seed for o in errors],
-        "classes": dict(sorted(Counter(c for o in outcomes for c in o.classes).items())),
-        "precision": precision_counts(o.classes for o in outcomes),
-    }, indent=2))
-    lines = [f"seed {o.seed} ({o.description}): {'; '.join(o.problems)} "
-             f"(state: differential/seed-{o.seed}.state.yaml)" for o in mismatches]
-    lines += [f"seed {o.seed} ({o.description}) did not run: {o.error} "
-              f"(differential/seed-{o.seed}.error.txt)" for o in errors]
-    assert not lines, "\n".join(lines)
+    run_differential(env, "differential", State, seeds("E2E", 200))

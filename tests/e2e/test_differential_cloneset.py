@@ -23,22 +23,22 @@ prediction and deletions in RUN_DIR/differential-cloneset/.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import os
 import random
 import time
-import traceback
-from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
-from kubernetes.client.exceptions import ApiException
-
-from tests.e2e.fake_kubelet import STRATEGIC, pod_status
-from tests.e2e.harness import Environment, node_names
+from tests.e2e.differential_run import (
+    Outcome,
+    keep_mismatch,
+    random_fate,
+    run_differential,
+    seeds,
+    tolerating_deletion,
+)
+from tests.e2e.harness import COST_ANNOTATION, Environment
 from tests.e2e.kruise import (
     CloneSetController,
     cloneset,
@@ -47,23 +47,7 @@ from tests.e2e.kruise import (
     settle_after_scale,
 )
 from tests.e2e.lws import deleted_since
-from tests.e2e.workloads import active_pods, apply, bind, compare
-
-POOL_WEIGHTS = {"inference": 4, "hybrid": 4, "training": 2}
-AGES = (20, 600, 3600, 86400)  # seconds ready
-COST = "controller.kubernetes.io/pod-deletion-cost"
-RESULTS = "differential-cloneset.json"
-LABEL = "cloneset differential (kruise v1.8.0)"
-
-
-@pytest.fixture(scope="module")
-def kruise(env: Environment) -> Iterator[CloneSetController]:
-    controller = CloneSetController(env)
-    controller.start()
-    try:
-        yield controller
-    finally:
-        controller.stop()
+from tests.e2e.workloads import active_pods, apply, compare
 
 
 class CloneSetState:
@@ -101,38 +85,17 @@ class CloneSetState:
         drive(self.env, self.ns, "c", self.place, placed)
 
     def place(self, pod: Mapping[str, Any]) -> None:
-        try:
-            self._place(pod["metadata"]["name"])
-        except ApiException:  # deleted meanwhile (the update replaced it)
-            current = self.env.api_get(f"/api/v1/namespaces/{self.ns}/pods/"
-                                       f"{pod['metadata']['name']}")
-            if current.get("kind") == "Pod" and not current["metadata"].get("deletionTimestamp"):
-                raise
+        name = pod["metadata"]["name"]
 
-    def _place(self, name: str) -> None:
-        rng, core = self.rng, self.env.core
-        if rng.random() < self.by_hand:
-            core.patch_namespaced_pod(name, self.ns, {"metadata": {"annotations": {
-                COST: str(rng.choice([-500, 0, 50, 5000]))}}})
-        if rng.random() < self.unhealthy / 3:
-            return  # left unscheduled
-        pool = rng.choices(list(POOL_WEIGHTS), list(POOL_WEIGHTS.values()))[0]
-        bind(self.env, self.ns, name, rng.choice(node_names(pool)))
-        bound = self.env.api_get(f"/api/v1/namespaces/{self.ns}/pods/{name}")
-        if bound.get("kind") != "Pod":
-            return
-        healthy = rng.random() >= self.unhealthy
-        phase = "Running" if healthy else rng.choice(["Running", "Running", "Pending",
-                                                      "Unknown"])
-        ready_for = rng.choice(AGES) * rng.uniform(0.8, 1.2)
-        now = dt.datetime.now(dt.UTC)
-        status = pod_status(bound, phase=phase, ready=healthy, restarts=rng.choice([0, 0, 1, 2]),
-                            ready_since=now - dt.timedelta(seconds=ready_for),
-                            started=now - dt.timedelta(seconds=ready_for + 5))
-        core.patch_namespaced_pod_status(name, self.ns, {"status": status},
-                                         _content_type=STRATEGIC)
+        def fate() -> None:
+            if self.rng.random() < self.by_hand:
+                self.env.core.patch_namespaced_pod(name, self.ns, {"metadata": {"annotations": {
+                    COST_ANNOTATION: str(self.rng.choice([-500, 0, 50, 5000]))}}})
+            random_fate(self.env, self.ns, name, self.rng, self.unhealthy, restarts=True)
 
-    def run(self) -> tuple[list[str], str]:
+        tolerating_deletion(self.env, self.ns, name, fate)
+
+    def run(self) -> Outcome:
         started = time.monotonic()
         self.build()
         built = time.monotonic()
@@ -140,19 +103,22 @@ class CloneSetState:
         target = rng.randint(0, self.replicas - 1)
         how = rng.choice(["scale", "patch"])
         before = active_pods(self.env, self.ns)
-        change: dict[str, Any] = {"replicas": target}
+        # What the request sets beside the replicas, which plan must be told of (the
+        # replay reads the CloneSet with it); without it, plan on the live cluster and on
+        # the state it saved must agree.
+        beside: dict[str, Any] = {}
         if how == "patch" and rng.random() < 0.3:
-            change["scaleStrategy"] = {"podsToDelete": [rng.choice(sorted(before))]}
-        self.description += f" -> {target} by {how} {change.get('scaleStrategy', '')}"
+            beside["scaleStrategy"] = {"podsToDelete": [rng.choice(sorted(before))]}
+        self.description += f" -> {target} by {how} {beside.get('scaleStrategy', '')}"
         state = self.out / f"seed-{self.seed}.state.yaml"
         if how == "scale":
             scale = ["scale", "clonesets.apps.kruise.io/c", f"--replicas={target}"]
         else:
             scale = ["patch", "clonesets.apps.kruise.io", "c", "--type=merge", "-p",
-                     json.dumps({"spec": change})]
+                     json.dumps({"spec": {"replicas": target, **beside}})]
         predicted_at = time.monotonic()
         document, done = predicted(self.env, self.ns, "c", target,
-                                   lambda: self.env.kubectl("-n", self.ns, *scale), change,
+                                   lambda: self.env.kubectl("-n", self.ns, *scale), beside,
                                    saved=state)
         assert done.code == 0, str(done)
         settle_after_scale(self.env, self.ns, "c")
@@ -161,61 +127,16 @@ class CloneSetState:
             f" victims={len(document['victims'])} blocked={len(document['blocked'])}"
             f" deleted={len(deleted)} [build {built - started:.0f}s, plan and scale "
             f"{time.monotonic() - predicted_at:.0f}s]")
-        problems = list(compare(document, deleted).problems)
-        if problems:
-            (self.out / f"seed-{self.seed}.json").write_text(json.dumps({
-                "seed": self.seed, "description": self.description, "prediction": document,
-                "deleted": sorted(deleted), "problems": problems}, indent=2))
+        verdict = compare(document, deleted)
+        if verdict.problems:
+            keep_mismatch(self.out, self.seed, self.description, document, deleted,
+                          verdict.problems)
         else:
             state.unlink(missing_ok=True)
-        return problems, self.description
-
-
-def run_state(env: Environment, seed: int, out: Path) -> tuple[int, list[str], str, str | None]:
-    """(seed, problems, description, error) of one state; its namespace is deleted after."""
-    state = CloneSetState(env, seed, out)
-    try:
-        problems, description = state.run()
-        return seed, problems, description, None
-    except Exception as err:
-        (out / f"seed-{seed}.error.txt").write_text(traceback.format_exc())
-        return seed, [], state.description, f"{type(err).__name__}: {err}"
-    finally:
-        env.delete_namespace(state.ns)
-
-
-def seeds_to_run() -> list[int]:
-    replay = [int(s) for s in os.environ.get("E2E_CLONESET_SEEDS", "").split(",") if s.strip()]
-    first = int(os.environ.get("E2E_CLONESET_SEED", "1"))
-    return replay or list(range(first, first + int(os.environ.get("E2E_CLONESET_STATES", "50"))))
+        return Outcome(self.seed, self.description, verdict.problems, classes=verdict.precision)
 
 
 def test_differential_prediction_matches_the_real_cloneset_controller(
-        env: Environment, kruise: CloneSetController) -> None:
+        env: Environment, cloneset_controller: CloneSetController) -> None:
     env.set_policy(enforcement="warn")  # judge the prediction, not the verdict
-    out = env.run_dir / "differential-cloneset"
-    out.mkdir(exist_ok=True)
-    seeds = seeds_to_run()
-    started = time.monotonic()
-    outcomes = []
-    with open(env.run_dir / "differential-cloneset.log", "a", encoding="utf-8") as log, \
-            ThreadPoolExecutor(int(os.environ.get("E2E_PARALLEL", "8"))) as pool:
-        for future in as_completed([pool.submit(run_state, env, s, out) for s in seeds]):
-            seed, problems, description, error = future.result()
-            outcomes.append((seed, problems, description, error))
-            status = "ERROR" if error else ("ok" if not problems else "MISMATCH")
-            log.write(f"seed {seed}: {status} {description} {error or '; '.join(problems)}\n")
-            log.flush()
-    mismatches = [o for o in outcomes if o[1]]
-    errors = [o for o in outcomes if o[3]]
-    (env.run_dir / RESULTS).write_text(json.dumps({
-        "states": len(outcomes) - len(errors), "mismatches": len(mismatches),
-        "errors": len(errors), "failed": bool(errors), "seconds": time.monotonic() - started,
-        "mismatchSeeds": [o[0] for o in mismatches], "errorSeeds": [o[0] for o in errors],
-    }, indent=2))
-    print(f"\n{LABEL}: {len(outcomes) - len(errors)} states, {len(mismatches)} mismatches")
-    lines = [f"seed {s} ({d}): {'; '.join(p)} (differential-cloneset/seed-{s}.json)"
-             for s, p, d, _ in mismatches]
-    lines += [f"seed {s} ({d}) did not run: {e} (differential-cloneset/seed-{s}.error.txt)"
-              for s, _, d, e in errors]
-    assert not lines, "\n".join(lines)
+    run_differential(env, "differential-cloneset", CloneSetState, seeds("E2E_CLONESET", 50))

@@ -20,36 +20,33 @@ RUN_DIR/differential-lws/.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import os
 import random
 import time
-import traceback
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from tests.e2e.controlplane import wait_for
-from tests.e2e.fake_kubelet import MANUAL_LABEL, STRATEGIC, pod_status
-from tests.e2e.harness import Environment, is_active, node_names
+from tests.e2e.differential_run import (
+    Outcome,
+    keep_mismatch,
+    random_fate,
+    run_differential,
+    seeds,
+    tolerating_deletion,
+)
+from tests.e2e.fake_kubelet import MANUAL_LABEL
+from tests.e2e.harness import Environment, is_active
 from tests.e2e.lws import API, LwsController, deleted_since, leader_worker_set, lws_template
 from tests.e2e.workloads import (
     active_pods,
     apply,
-    bind,
     compare,
-    precision_counts,
     wait_settled,
 )
 from tests.e2e.workloads import plan as plan_json
 
 PLACED = "e2e.poolguard.dev/placed"
-POOL_WEIGHTS = {"inference": 4, "hybrid": 4, "training": 2}
-AGES = (20, 600, 3600, 86400)  # seconds ready
-RESULTS = "differential-lws.json"
 
 
 class LwsState:
@@ -137,37 +134,16 @@ class LwsState:
                 self.place(pod["metadata"]["name"])
 
     def place(self, name: str) -> None:
-        try:
-            self._place(name)
-        except ApiException:  # deleted meanwhile (a rolling update replaced it)
-            current = self.env.api_get(f"/api/v1/namespaces/{self.ns}/pods/{name}")
-            if current.get("kind") == "Pod" and not current["metadata"].get("deletionTimestamp"):
-                raise
+        def fate() -> None:
+            self.env.core.patch_namespaced_pod(name, self.ns, {"metadata": {"annotations": {
+                PLACED: "true"}}})
+            random_fate(self.env, self.ns, name, self.rng, self.unhealthy, restarts=False)
 
-    def _place(self, name: str) -> None:
-        rng, core = self.rng, self.env.core
-        core.patch_namespaced_pod(name, self.ns, {"metadata": {"annotations": {PLACED: "true"}}})
-        if rng.random() < self.unhealthy / 3:
-            return  # left unscheduled
-        pool = rng.choices(list(POOL_WEIGHTS), list(POOL_WEIGHTS.values()))[0]
-        bind(self.env, self.ns, name, rng.choice(node_names(pool)))
-        bound = self.env.api_get(f"/api/v1/namespaces/{self.ns}/pods/{name}")
-        if bound.get("kind") != "Pod":
-            return
-        healthy = rng.random() >= self.unhealthy
-        phase = "Running" if healthy else rng.choice(["Running", "Running", "Pending",
-                                                      "Unknown"])
-        ready_for = rng.choice(AGES) * rng.uniform(0.8, 1.2)
-        now = dt.datetime.now(dt.UTC)
-        status = pod_status(bound, phase=phase, ready=healthy,
-                            ready_since=now - dt.timedelta(seconds=ready_for),
-                            started=now - dt.timedelta(seconds=ready_for + 5))
-        core.patch_namespaced_pod_status(name, self.ns, {"status": status},
-                                         _content_type=STRATEGIC)
+        tolerating_deletion(self.env, self.ns, name, fate)
 
     # -- the experiment --
 
-    def run(self) -> tuple[list[str], str, list[str]]:
+    def run(self) -> Outcome:
         started = time.monotonic()
         self.build()
         built = time.monotonic()
@@ -200,62 +176,14 @@ class LwsState:
         if blocked & deleted:
             problems.append(f"blocked but deleted: {sorted(blocked & deleted)}")
         if problems:
-            (self.out / f"seed-{self.seed}.json").write_text(json.dumps({
-                "seed": self.seed, "description": self.description, "plan": document,
-                "deleted": sorted(deleted), "problems": problems}, indent=2))
+            keep_mismatch(self.out, self.seed, self.description, document, deleted, problems)
         else:
             saved.unlink(missing_ok=True)
-        return problems, self.description, verdict.precision
-
-
-def run_state(env: Environment, seed: int, out: Path
-              ) -> tuple[int, list[str], str, str | None, list[str]]:
-    """(seed, problems, description, error, precision classes) of one state; its namespace
-    is deleted after."""
-    state = LwsState(env, seed, out)
-    try:
-        problems, description, precision = state.run()
-        return seed, problems, description, None, precision
-    except Exception as err:
-        (out / f"seed-{seed}.error.txt").write_text(traceback.format_exc())
-        return seed, [], state.description, f"{type(err).__name__}: {err}", []
-    finally:
-        env.delete_namespace(state.ns)
-
-
-def seeds_to_run() -> list[int]:
-    replay = [int(s) for s in os.environ.get("E2E_LWS_SEEDS", "").split(",") if s.strip()]
-    first = int(os.environ.get("E2E_LWS_SEED", "1"))
-    return replay or list(range(first, first + int(os.environ.get("E2E_LWS_STATES", "50"))))
+        return Outcome(self.seed, self.description, problems, classes=verdict.precision)
 
 
 def test_differential_plan_matches_the_real_lws_controller(
         env: Environment, lws_controller: LwsController) -> None:
     env.start_reconciler()
     env.set_policy(enforcement="warn")  # judge the prediction, not the verdict
-    out = env.run_dir / "differential-lws"
-    out.mkdir(exist_ok=True)
-    seeds = seeds_to_run()
-    started = time.monotonic()
-    outcomes = []
-    with open(env.run_dir / "differential-lws.log", "a", encoding="utf-8") as log, \
-            ThreadPoolExecutor(int(os.environ.get("E2E_PARALLEL", "8"))) as pool:
-        for future in as_completed([pool.submit(run_state, env, s, out) for s in seeds]):
-            seed, problems, description, error, precision = future.result()
-            outcomes.append((seed, problems, description, error, precision))
-            status = "ERROR" if error else ("ok" if not problems else "MISMATCH")
-            log.write(f"seed {seed}: {status} {description} {error or '; '.join(problems)}\n")
-            log.flush()
-    mismatches = [o for o in outcomes if o[1]]
-    errors = [o for o in outcomes if o[3]]
-    (env.run_dir / RESULTS).write_text(json.dumps({
-        "states": len(outcomes) - len(errors), "mismatches": len(mismatches),
-        "errors": len(errors), "failed": bool(errors), "seconds": time.monotonic() - started,
-        "mismatchSeeds": [o[0] for o in mismatches], "errorSeeds": [o[0] for o in errors],
-        "precision": precision_counts(o[4] for o in outcomes),
-    }, indent=2))
-    lines = [f"seed {s} ({d}): {'; '.join(p)} (state: differential-lws/seed-{s}.state.yaml)"
-             for s, p, d, _, _ in mismatches]
-    lines += [f"seed {s} ({d}) did not run: {e} (differential-lws/seed-{s}.error.txt)"
-              for s, _, d, e, _ in errors]
-    assert not lines, "\n".join(lines)
+    run_differential(env, "differential-lws", LwsState, seeds("E2E_LWS", 50))

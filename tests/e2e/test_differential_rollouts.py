@@ -14,22 +14,20 @@ predicts the victims of a scale-down (saving the state it read), `kubectl scale 
 performs it, the controllers come to rest, and the deleted pods are compared
 (tests/e2e/workloads.py `compare`).
 
-E2E_ROLLOUT_STATES (default 50), E2E_SEED (first seed, default 1), E2E_PARALLEL (default 8);
-rerun seeds with E2E_ROLLOUT_SEEDS=N,M,... A failing seed's state, plan document and
-deletions are kept in RUN_DIR/differential-rollouts/.
+E2E_ROLLOUT_STATES (default 50), E2E_ROLLOUT_SEED (first seed, default 1), E2E_PARALLEL
+(default 8); rerun seeds with E2E_ROLLOUT_SEEDS=N,M,... (tests/e2e/differential_run.py).
+A failing seed's state, plan document and deletions are kept in
+RUN_DIR/differential-rollouts/.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import time
-import traceback
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 import tests.e2e.test_differential as differential
+from tests.e2e.differential_run import Outcome, keep_mismatch, run_differential, seeds
 from tests.e2e.harness import Environment
 from tests.e2e.rollouts import (
     VERSION,
@@ -39,10 +37,9 @@ from tests.e2e.rollouts import (
     wait_rollout_settled,
 )
 from tests.e2e.rollouts_manifests import blue_green_rollout, canary_rollout, services
-from tests.e2e.workloads import active_pods, apply, compare, precision_counts
+from tests.e2e.workloads import active_pods, apply, compare
 from tests.e2e.workloads import plan as plan_json
 
-RESULTS = "differential-rollouts.json"
 WEIGHTS = (10, 20, 25, 33, 50, 60, 75, 90)
 FENCEPOSTS = (0, 1, 2, "25%", "50%")
 
@@ -105,7 +102,7 @@ class RolloutState(differential.State):
         controller moved for a while (longer before plan reads and deletions count)."""
         wait_rollout_settled(self.env, self.ns, "w", timeout=180, quiet=2.0 if quiet else 0.5)
 
-    def run(self) -> differential.Outcome:
+    def run(self) -> Outcome:
         started = time.monotonic()
         self.build()
         built = time.monotonic()
@@ -127,12 +124,9 @@ class RolloutState(differential.State):
         if verdict.ok:
             saved.unlink(missing_ok=True)
         else:
-            (self.out / f"seed-{self.seed}.json").write_text(json.dumps({
-                "seed": self.seed, "description": self.description, "plan": document,
-                "deleted": sorted(deleted),
-                "problems": verdict.problems}, indent=2))
-        return differential.Outcome(self.seed, self.description, verdict.problems,
-                                    classes=verdict.precision)
+            keep_mismatch(self.out, self.seed, self.description, document, deleted,
+                          verdict.problems)
+        return Outcome(self.seed, self.description, verdict.problems, classes=verdict.precision)
 
 
     def resume_if_paused(self, before: dict[str, Any]) -> list[str]:
@@ -151,53 +145,9 @@ class RolloutState(differential.State):
         return bool(get_rollout(self.env, self.ns, "w")["spec"].get("paused"))
 
 
-def run_state(env: Environment, seed: int, out: Path) -> differential.Outcome:
-    state = RolloutState(env, seed, out)
-    try:
-        return state.run()
-    except Exception as err:
-        (out / f"seed-{seed}.error.txt").write_text(traceback.format_exc())
-        return differential.Outcome(seed, state.description, [],
-                                    error=f"{type(err).__name__}: {err}")
-    finally:
-        env.delete_namespace(state.ns)
-
-
 def test_differential_rollouts_plan_matches_the_controllers(
         env: Environment, rollouts_controller: RolloutsController) -> None:
-    states = int(os.environ.get("E2E_ROLLOUT_STATES", "50"))
-    first = int(os.environ.get("E2E_SEED", "1"))
-    seeds = [int(s) for s in os.environ.get("E2E_ROLLOUT_SEEDS", "").split(",") if s.strip()]
-    seeds = seeds or list(range(first, first + states))
-    workers = int(os.environ.get("E2E_PARALLEL", "8"))
     env.start_reconciler()
     env.set_policy(enforcement="warn")  # judge the prediction, not the verdict
-    out = env.run_dir / "differential-rollouts"
-    out.mkdir(exist_ok=True)
-    started = time.monotonic()
-    outcomes: list[differential.Outcome] = []
-    with open(env.run_dir / "differential-rollouts.log", "a", encoding="utf-8") as log, \
-            ThreadPoolExecutor(workers) as pool:
-        futures = [pool.submit(run_state, env, seed, out) for seed in seeds]
-        for future in as_completed(futures):
-            outcome = future.result()
-            outcomes.append(outcome)
-            status = ("ERROR" if outcome.error else
-                      "ok" if not outcome.problems else "MISMATCH")
-            log.write(f"seed {outcome.seed}: {status} {outcome.description} "
-                      f"{outcome.error or '; '.join(outcome.problems)}"
-                      f"{' (' + '; '.join(outcome.classes) + ')' if outcome.classes else ''}\n")
-            log.flush()
-    mismatches = [o for o in outcomes if o.problems]
-    errors = [o for o in outcomes if o.error]
-    (env.run_dir / RESULTS).write_text(json.dumps({
-        "version": VERSION, "states": len(outcomes) - len(errors), "mismatches": len(mismatches),
-        "errors": len(errors), "failed": bool(errors), "seconds": time.monotonic() - started,
-        "mismatchSeeds": [o.seed for o in mismatches], "errorSeeds": [o.seed for o in errors],
-        "precision": precision_counts(o.classes for o in outcomes),
-    }, indent=2))
-    lines = [f"seed {o.seed} ({o.description}): {'; '.join(o.problems)} "
-             f"(differential-rollouts/seed-{o.seed}.state.yaml)" for o in mismatches]
-    lines += [f"seed {o.seed} ({o.description}) did not run: {o.error} "
-              f"(differential-rollouts/seed-{o.seed}.error.txt)" for o in errors]
-    assert not lines, "\n".join(lines)
+    run_differential(env, "differential-rollouts", RolloutState, seeds("E2E_ROLLOUT", 50),
+                     version=VERSION)
