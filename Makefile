@@ -31,7 +31,7 @@ install: $(STAMP) ## create .venv and install poolguard with its test tools
 
 test: $(STAMP) test-tools ## run lint and the whole test suite (gets helm and promtool first)
 	$(PY) -m ruff check webhook certs tests bench
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=25
 
 lint: $(STAMP) ## ruff on the code
 	$(PY) -m ruff check webhook certs tests bench

@@ -103,7 +103,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     -o) out=$2; shift 2 ;;
     -trimpath) shift ;;
-    -ldflags) shift 2 ;;
+    -ldflags|-gcflags) shift 2 ;;
     *) pkgs+=("$1"); shift ;;
   esac
 done
@@ -150,6 +150,30 @@ def test_the_control_plane_build_says_what_it_builds(tmp_path: Path) -> None:
     (tmp_path / "cache" / "bin" / ".stamp").unlink()
     third = run(REPO / "tests" / "e2e" / "build.sh", env=env)
     assert third.stdout.splitlines()[-1] == f"e2e: Argo Rollouts controller up to date in {built}"
+
+
+def test_make_e2e_builds_the_control_plane_first_and_the_rollout_crds_alone(
+        tmp_path: Path) -> None:
+    """What `make e2e` runs before its tests: the control plane alone, then the Argo Rollouts
+    CRDs and ClusterRole without the controller (both controllers build beside the tests)."""
+    env = {**os.environ, "E2E_CACHE": str(tmp_path / "cache"),
+           "PATH": f"{fake_go(tmp_path)}:{os.environ['PATH']}"}
+    result = run(REPO / "tests" / "e2e" / "build.sh", "--control-plane", env=env)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "cache" / "bin" / "kube-apiserver").exists()
+    assert "CloneSet" not in result.stdout and "Rollouts" not in result.stdout, result.stdout
+    assert not (tmp_path / "cache" / "kruise").exists()
+    manifests = run(REPO / "tests" / "e2e" / "build_rollouts.sh", "--manifests", env=env)
+    built = tmp_path / "cache" / "argo-rollouts"
+    assert manifests.returncode == 0, manifests.stderr
+    assert manifests.stdout.splitlines() == [f"e2e: Argo Rollouts CRDs and ClusterRole in {built}"]
+    assert (built / "crds" / "rollout-crd.yaml").exists()
+    assert not (built / "rollouts-controller").exists()
+    full = run(REPO / "tests" / "e2e" / "build_rollouts.sh", env=env)
+    assert "building the Argo Rollouts controller" in full.stdout, full.stdout
+    assert (built / "rollouts-controller").exists()
+    again = run(REPO / "tests" / "e2e" / "build_rollouts.sh", env=env)
+    assert again.stdout.splitlines() == [f"e2e: Argo Rollouts controller up to date in {built}"]
 
 
 def ci_copy(tmp_path: Path, make_test_fails: bool = False) -> tuple[Path, dict[str, str]]:

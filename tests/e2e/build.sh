@@ -10,7 +10,11 @@
 # A stamp (hash of the wrapper modules, the Go version and the flags) skips the build when
 # the binaries match; otherwise `go build` runs (incremental with a warm GOCACHE).
 # Then tests/e2e/build_kruise.sh builds the CloneSet controller, under its own stamp and lock.
+# With --control-plane it stops after the control plane: `make e2e` (tests/e2e/run.sh) builds
+# the CloneSet and Argo Rollouts controllers beside the first tests instead.
 set -euo pipefail
+only_control_plane=0
+[ "${1:-}" = --control-plane ] && only_control_plane=1
 
 K8S_VERSION=v1.37.2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -59,6 +63,7 @@ flock 9  # a second `make e2e` waits for the first build instead of racing it
 if up_to_date; then
     echo "e2e: control plane binaries up to date in $bin"
     flock -u 9
+    [ "$only_control_plane" = 1 ] && exit 0
     "$here/build_kruise.sh"
     exec "$here/build_rollouts.sh"
 fi
@@ -86,5 +91,6 @@ chmod -R u+w "$lws"
 stamp_text > "$bin/.stamp"
 echo "e2e: built in $(( $(date +%s) - start ))s: ${binaries[*]}"
 flock -u 9
+[ "$only_control_plane" = 1 ] && exit 0
 "$here/build_kruise.sh"
 exec "$here/build_rollouts.sh"

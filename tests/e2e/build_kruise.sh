@@ -17,6 +17,10 @@ cache=${E2E_CACHE:-$HOME/.cache/poolguard-e2e/$K8S_VERSION}
 out=$cache/kruise
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 export GOGC=${GOGC:-off}  # as tests/e2e/build.sh: less compiler CPU, same cache keys
+# Without optimisation and inlining: a fifth less compiler CPU (measured on
+# k8s.io/client-go/kubernetes: 280 -> 218 CPU seconds) for a controller whose own CPU use in
+# the tests is small. Not for the control plane, whose API server works hard in the tests.
+gcflags="all=-N -l"
 
 if ! command -v go >/dev/null 2>&1; then
     if [ -x /usr/local/go/bin/go ]; then
@@ -28,7 +32,7 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 
 stamp_text() {
-    { go version; cat "$here/gomod/kruise/go.mod" "$here/gomod/kruise/go.sum" \
+    { go version; echo "$gcflags"; cat "$here/gomod/kruise/go.mod" "$here/gomod/kruise/go.sum" \
         "$here/gomod/kruise/main.go"; } | sha256sum | cut -d' ' -f1
 }
 
@@ -47,7 +51,7 @@ if up_to_date; then
 fi
 echo "e2e: building the CloneSet controller ($KRUISE_MODULE) into $out/bin"
 start=$(date +%s)
-(cd "$here/gomod/kruise" && go build -trimpath -ldflags "-s -w" -o "$out/bin/cloneset-controller" .)
+(cd "$here/gomod/kruise" && go build -trimpath -gcflags "$gcflags" -ldflags "-s -w" -o "$out/bin/cloneset-controller" .)
 module_dir=$(cd "$here/gomod/kruise" && go mod download -json "$KRUISE_MODULE" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
 rm -rf "$out/crd" "$out/rbac" && mkdir -p "$out/crd" "$out/rbac"
 cp "$module_dir/config/crd/bases/apps.kruise.io_clonesets.yaml" "$out/crd/"

@@ -11,6 +11,10 @@
 # shares no compiled package with the control plane's build (the build cache is keyed by the
 # compiler), and the module pins k8s.io v0.34.5 anyway: with an empty Go cache this is a
 # build of its own, about 1,700 packages.
+#
+# With --manifests it only puts the CRDs and the ClusterRole in place (seconds, under their
+# own lock and stamp): `make e2e` installs the CRDs before poolguard starts, while the binary
+# still builds beside the first tests.
 set -euo pipefail
 
 ROLLOUTS_MODULE=github.com/argoproj/argo-rollouts@v1.10.2
@@ -20,6 +24,7 @@ cache=${E2E_CACHE:-$HOME/.cache/poolguard-e2e/v1.37.2}
 out=$cache/argo-rollouts
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=$TOOLCHAIN
 export GOGC=${GOGC:-off}  # as build.sh: a fifth less compiler CPU, not in the cache key
+gcflags="all=-N -l"  # as build_kruise.sh: a fifth less compiler CPU again
 # the version its log and --version print (upstream's Makefile sets the same variables)
 ldflags="-s -w -X github.com/argoproj/argo-rollouts/utils/version.version=${ROLLOUTS_MODULE#*@v}"
 ldflags+=" -X github.com/argoproj/argo-rollouts/utils/version.gitTag=${ROLLOUTS_MODULE#*@}"
@@ -35,18 +40,44 @@ fi
 
 stamp_text() {
     {
-        echo "$TOOLCHAIN $ldflags"
+        echo "$TOOLCHAIN $gcflags $ldflags"
         cat "$here/gomod/rollouts/go.mod" "$here/gomod/rollouts/go.sum"
     } | sha256sum | cut -d' ' -f1
 }
 
+manifests_current() {
+    [ -f "$out/.manifests-stamp" ] && [ "$(cat "$out/.manifests-stamp")" = "$(stamp_text)" ] \
+        && [ -f "$out/crds/rollout-crd.yaml" ] && [ -f "$out/role/argo-rollouts-clusterrole.yaml" ]
+}
+
 up_to_date() {
     [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$(stamp_text)" ] \
-        && [ -x "$out/rollouts-controller" ] && [ -f "$out/crds/rollout-crd.yaml" ] \
-        && [ -f "$out/role/argo-rollouts-clusterrole.yaml" ]
+        && [ -x "$out/rollouts-controller" ] && manifests_current
+}
+
+# The module's CRDs and ClusterRole, from the module proxy, unless in place already.
+manifests() {
+    exec 7>"$out/manifests.lock"
+    flock 7
+    if ! manifests_current; then
+        local module_dir
+        module_dir=$(cd "$here/gomod/rollouts" && go mod download -json "$ROLLOUTS_MODULE" \
+            | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+        rm -rf "$out/crds" "$out/role" && mkdir -p "$out/crds" "$out/role"
+        cp "$module_dir"/manifests/crds/*-crd.yaml "$out/crds/"
+        cp "$module_dir"/manifests/role/argo-rollouts-clusterrole.yaml "$out/role/"
+        chmod -R u+w "$out/crds" "$out/role"
+        stamp_text > "$out/.manifests-stamp"
+    fi
+    flock -u 7
 }
 
 mkdir -p "$out"
+if [ "${1:-}" = --manifests ]; then
+    manifests
+    echo "e2e: Argo Rollouts CRDs and ClusterRole in $out"
+    exit 0
+fi
 exec 9>"$out/build.lock"
 flock 9
 if up_to_date; then
@@ -57,13 +88,8 @@ echo "e2e: building the Argo Rollouts controller ($ROLLOUTS_MODULE, $TOOLCHAIN) 
 echo "e2e: with an empty Go cache about 750 CPU seconds (7 minutes on 2 free cores), 35 s warm"
 start=$(date +%s)
 rm -f "$out/.stamp"
-(cd "$here/gomod/rollouts" && go build -trimpath -ldflags "$ldflags" \
+(cd "$here/gomod/rollouts" && go build -trimpath -gcflags "$gcflags" -ldflags "$ldflags" \
     -o "$out/rollouts-controller" github.com/argoproj/argo-rollouts/cmd/rollouts-controller)
-module_dir=$(cd "$here/gomod/rollouts" && go mod download -json "$ROLLOUTS_MODULE" \
-    | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-rm -rf "$out/crds" "$out/role" && mkdir -p "$out/crds" "$out/role"
-cp "$module_dir"/manifests/crds/*-crd.yaml "$out/crds/"
-cp "$module_dir"/manifests/role/argo-rollouts-clusterrole.yaml "$out/role/"
-chmod -R u+w "$out/crds" "$out/role"
+manifests
 stamp_text > "$out/.stamp"
 echo "e2e: built the Argo Rollouts controller in $(( $(date +%s) - start ))s"

@@ -323,6 +323,38 @@ class Environment:
 # --- other projects' controllers ------------------------------------------------------------
 
 
+# tests/e2e/run.sh builds the CloneSet and Argo Rollouts controllers beside the first tests
+# (which need neither): the build's pid and log in the run directory.
+CONTROLLER_BUILD_PID = "controller-builds.pid"
+CONTROLLER_BUILD_LOG = "logs/controller-builds.log"
+
+
+def controller_binary(env: Environment, path: Path) -> Path:
+    """`path`, a controller binary `make e2e` builds beside the first tests, once that build
+    has ended (at once when none runs). FileNotFoundError, with the end of the build's log,
+    when it is not there."""
+    pid_file = env.run_dir / CONTROLLER_BUILD_PID
+    if pid_file.is_file():
+        pid = int(pid_file.read_text())
+        wait_for(f"the controllers' build ({CONTROLLER_BUILD_LOG}) to end",
+                 lambda: not _running(pid), timeout=3600, interval=2.0)
+    if not path.is_file():
+        log = env.run_dir / CONTROLLER_BUILD_LOG
+        tail = log.read_text(errors="replace").splitlines()[-15:] if log.is_file() else []
+        raise FileNotFoundError("\n".join([f"{path}: not built; run tests/e2e/build.sh "
+                                           "(make e2e)", *tail]))
+    return path
+
+
+def _running(pid: int) -> bool:
+    """Is process `pid` alive (not gone, not a zombie its parent has yet to reap)?"""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
 def install_module_crds(env: Environment, directory: Path, crd: str) -> None:
     """The CRDs a controller's module ships in `directory`, applied server-side (some are
     too large for the last-applied annotation; a minimal CRD another test made under the

@@ -32,6 +32,7 @@ from tests.e2e.fake_kubelet import MANUAL_LABEL
 from tests.e2e.harness import (
     Environment,
     cluster_role,
+    controller_binary,
     controller_kubeconfig,
     install_module_crds,
     is_active,
@@ -51,10 +52,10 @@ IMAGE = "registry.k8s.io/pause:3.10"
 
 
 def module_dir(env: Environment) -> Path:
-    """Where build_kruise.sh put the controller, the CRD and the ClusterRole."""
+    """Where build_kruise.sh put the controller, the CRD and the ClusterRole, once built
+    (`make e2e` builds them beside the first tests: this waits for that build)."""
     path = env.plane.bin_dir.parent / "kruise"
-    if not (path / "bin" / "cloneset-controller").is_file():
-        raise FileNotFoundError(f"{path}: not built; run tests/e2e/build.sh (make e2e)")
+    controller_binary(env, path / "bin" / "cloneset-controller")
     return path
 
 

@@ -32,6 +32,7 @@ from tests.e2e.controlplane import Process, free_port, wait_for
 from tests.e2e.harness import (
     Environment,
     cluster_role,
+    controller_binary,
     controller_kubeconfig,
     install_module_crds,
     start_controller,
@@ -81,7 +82,7 @@ class RolloutsController:
                                            self.home / "rollouts-controller.kubeconfig")
         self.healthz_port = free_port()
         namespace, _ = ACCOUNT
-        binary = module_dir(self.env) / "rollouts-controller"
+        binary = controller_binary(self.env, module_dir(self.env) / "rollouts-controller")
         self.process = start_controller(
             self.env, "rollouts-controller",
             [str(binary), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
