@@ -246,6 +246,21 @@ def test_live_plan_matches_the_state_file_and_save_state_round_trips(
     assert api.write_count() == 0  # plan only reads
 
 
+def test_save_state_to_a_json_file_writes_json_that_plan_reads_back(
+        api: FakeKubeAPI, kubeconfig: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    load_example(api)
+    saved = tmp_path / "saved.json"
+    code, live, err = run_cli(capsys, "plan", "--kubeconfig", kubeconfig,
+                              "--save-state", str(saved), *PLAN_ARGS)
+    assert (code, err) == (0, "")
+    document = json.loads(saved.read_text())  # plain JSON, no comment line
+    assert (document["kind"], document["apiVersion"]) == ("List", "v1")
+    assert {item["kind"] for item in document["items"]} >= {"Pod", "Node", "Deployment"}
+    code, from_saved, _ = run_cli(capsys, "plan", "--state", str(saved), *PLAN_ARGS)
+    assert (code, from_saved) == (0, live)
+
+
 def test_kubeconfig_resolution(api: FakeKubeAPI, tmp_path: Path,
                                monkeypatch: pytest.MonkeyPatch,
                                capsys: pytest.CaptureFixture[str]) -> None:

@@ -336,7 +336,7 @@ class State:
             # at full size).
             target = available
         self.description += f" -> {target}"
-        saved = self.out / f"seed-{self.seed}.state.yaml"
+        saved = self.out / f"seed-{self.seed}.state.json"
         document = plan_json(self.env, f"{workload}/{self.ns}/w", target,
                              "--save-state", str(saved))
         planned = time.monotonic()

@@ -110,7 +110,7 @@ class CloneSetState:
         if how == "patch" and rng.random() < 0.3:
             beside["scaleStrategy"] = {"podsToDelete": [rng.choice(sorted(before))]}
         self.description += f" -> {target} by {how} {beside.get('scaleStrategy', '')}"
-        state = self.out / f"seed-{self.seed}.state.yaml"
+        state = self.out / f"seed-{self.seed}.state.json"
         if how == "scale":
             scale = ["scale", "clonesets.apps.kruise.io/c", f"--replicas={target}"]
         else:

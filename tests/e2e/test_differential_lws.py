@@ -152,7 +152,7 @@ class LwsState:
         target = self.rng.randint(0, current - 1)
         how = self.rng.choice(["scale", "patch"])
         self.description += f" -> {target} by {how}"
-        saved = self.out / f"seed-{self.seed}.state.yaml"
+        saved = self.out / f"seed-{self.seed}.state.json"
         document = plan_json(self.env, f"lws/{self.ns}/w", target, "--save-state", str(saved))
         planned = time.monotonic()
         before = active_pods(self.env, self.ns)

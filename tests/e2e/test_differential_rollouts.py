@@ -109,7 +109,7 @@ class RolloutState(differential.State):
         current = get_rollout(self.env, self.ns, "w")["spec"]["replicas"]
         target = self.rng.randint(0, current - 1)
         self.description += f" -> {target}"
-        saved = self.out / f"seed-{self.seed}.state.yaml"
+        saved = self.out / f"seed-{self.seed}.state.json"
         document = plan_json(self.env, f"ro/{self.ns}/w", target, "--save-state", str(saved))
         before = active_pods(self.env, self.ns)
         scaled = self.env.kubectl("-n", self.ns, "scale", "rollout/w", f"--replicas={target}")

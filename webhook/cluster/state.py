@@ -245,10 +245,20 @@ def snapshot_to_list(snapshot: ListedSnapshot) -> dict[str, Any]:
 
 
 def write_state(path: str | Path, snapshot: ListedSnapshot, comment: str) -> None:
-    """Write `snapshot` as a kind: List YAML document that load_state reads back, with
-    `comment` as its first line. Errors: OSError."""
+    """Write `snapshot` as a kind: List document that load_state reads back: JSON when
+    `path` ends in `.json` (no comment: JSON has none), else YAML with `comment` as its
+    first line. Errors: OSError.
+
+    JSON because YAML is slow to write however it is done: even libyaml's emitter is fed
+    by PyYAML's Python representer, about a second of CPU for the 1.4 MB of a 200-pod
+    cluster, where json writes it in tens of milliseconds.
+    """
+    document = snapshot_to_list(snapshot)
+    if str(path).endswith(".json"):
+        Path(path).write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+        return
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml is much faster
-    text = yaml.dump(snapshot_to_list(snapshot), Dumper=dumper, sort_keys=False,
+    text = yaml.dump(document, Dumper=dumper, sort_keys=False,
                      default_flow_style=False, allow_unicode=True)
     Path(path).write_text(f"# {comment}\n{text}", encoding="utf-8")
 
