@@ -85,7 +85,7 @@ if up_to_date; then
     exit 0
 fi
 echo "e2e: building the Argo Rollouts controller ($ROLLOUTS_MODULE, $TOOLCHAIN) into $out:"
-echo "e2e: with an empty Go cache about 750 CPU seconds (7 minutes on 2 free cores), 35 s warm"
+echo "e2e: with an empty Go cache about 600 CPU seconds (5-6 minutes on 2 free cores), 35 s warm"
 start=$(date +%s)
 rm -f "$out/.stamp"
 (cd "$here/gomod/rollouts" && go build -trimpath -gcflags "$gcflags" -ldflags "$ldflags" \
