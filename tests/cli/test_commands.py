@@ -111,3 +111,16 @@ def test_the_console_script_names_itself_in_usage():
     assert run(script, "--version").stdout == "poolguard 0.1.0\n"
 
 
+
+
+def test_plan_on_a_state_file_never_loads_the_kubernetes_client():
+    # The client takes half a second to import: CI runs `plan --state` hundreds of times,
+    # and a person running it on a saved state has no cluster to talk to.
+    script = ("import sys\nfrom webhook.cli.main import main\n"
+              f"code = main(['plan', '--state', {str(STATE)!r}, '--workload',"
+              " 'deploy/ml/embedder', '--replicas', '2', '-o', 'json'])\n"
+              "print(code, sorted(m for m in sys.modules if m.split('.')[0] in "
+              "('kubernetes', 'cryptography')))")
+    result = run(PY, "-c", script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "0 []"

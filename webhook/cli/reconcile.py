@@ -12,9 +12,9 @@ import sys
 import threading
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import urllib3
-from kubernetes import client
 
 from ..cluster.kubeclient import (
     ApiError,
@@ -34,6 +34,9 @@ from ..reconciler.passes import run_cleanup, run_once
 from ..reconciler.preview import preview
 from ..reconciler.service import Service
 from .argtypes import number
+
+if TYPE_CHECKING:
+    from kubernetes import client
 
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 FALLBACK_NAMESPACE = "poolguard"

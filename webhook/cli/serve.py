@@ -14,7 +14,6 @@ from pathlib import Path
 from ..cluster.kubeclient import NoKubeConfigError, add_cluster_arguments, api_client_from
 from ..cluster.state import load_policy, load_state
 from ..errors import CommandError
-from .tlsfiles import tls_file_problem
 
 
 def add_serve_parser(commands: argparse._SubParsersAction) -> None:
@@ -87,6 +86,9 @@ def run_serve(args: argparse.Namespace) -> int:
         try:
             server = GunicornServer(args)
         except (ssl.SSLError, OSError) as err:
+            # cryptography only to explain a failure: every other command starts faster.
+            from .tlsfiles import tls_file_problem
+
             problem = tls_file_problem(_tls_files(args))
             if problem is not None:
                 raise CommandError(f"cannot load {problem}") from None

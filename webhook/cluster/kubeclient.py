@@ -15,14 +15,15 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import urllib3
-from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
 
 from .. import __version__
 from ..errors import ApiError, InputError, one_line
+
+if TYPE_CHECKING:
+    from kubernetes import client
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 MERGE_PATCH = "application/merge-patch+json"
@@ -55,6 +56,10 @@ def api_client_from(kubeconfig: str | None = None, context: str | None = None) -
     ~/.kube/config if it exists, else the in-cluster service account (in a Pod, where
     KUBERNETES_SERVICE_HOST is set). None of them: NoKubeConfigError.
     """
+    # Imported on first use: the client package takes half a second to import, which
+    # every `plan --state` (no cluster at all) and every command's --help would pay.
+    from kubernetes import client, config
+
     configuration = client.Configuration()
     path = kubeconfig or os.environ.get("KUBECONFIG") or _default_kubeconfig()
     try:
@@ -151,6 +156,8 @@ def iter_json_lines(response: urllib3.BaseHTTPResponse) -> Iterator[dict[str, An
 def _send(api: client.ApiClient, method: str, path: str, query: Mapping[str, Any] | None,
           body: Any, content_type: str | None,
           timeout: tuple[float, float], retry: bool = True) -> urllib3.BaseHTTPResponse:
+    from kubernetes.client.exceptions import ApiException  # loaded by api_client_from
+
     headers = {"Accept": "application/json"}
     if body is not None:
         headers["Content-Type"] = content_type or "application/json"

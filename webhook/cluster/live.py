@@ -29,10 +29,8 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-
-from kubernetes import client
 
 from ..core.kinds.registry import RESOURCE_OF_KIND, RESOURCES
 from ..core.kinds.resource import PODS, Resource
@@ -52,6 +50,9 @@ from .kubeclient import (
     request_json,
 )
 from .state import ListedSnapshot
+
+if TYPE_CHECKING:
+    from kubernetes import client
 
 log = logging.getLogger("poolguard.live")
 

@@ -20,13 +20,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any
-
-from kubernetes import client
+from typing import TYPE_CHECKING, Any
 
 from ..cluster.kubeclient import describe_error, request_json
 from ..errors import ConflictError, LeaseHeldError, NotFoundError
 from .options import Options
+
+if TYPE_CHECKING:
+    from kubernetes import client
 
 log = logging.getLogger("poolguard.leader")
 

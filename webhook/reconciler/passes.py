@@ -10,8 +10,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-from kubernetes import client
+from typing import TYPE_CHECKING
 
 from ..cluster.live import read_snapshot
 from ..core.kinds.resource import NAMESPACES, NODES, PODS
@@ -22,6 +21,9 @@ from .lease import holding_lease, make_elector
 from .metrics import Metrics
 from .options import Options
 from .writer import Reconciler
+
+if TYPE_CHECKING:
+    from kubernetes import client
 
 
 @dataclass

@@ -18,9 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-from kubernetes import client
+from typing import TYPE_CHECKING, Any
 
 from ..cluster.live import LiveCluster
 from ..cluster.state import PolicyHolder
@@ -35,6 +33,9 @@ from .options import Options
 from .passes import Summary
 from .workqueue import WorkQueue
 from .writer import Reconciler
+
+if TYPE_CHECKING:
+    from kubernetes import client
 
 log = logging.getLogger("poolguard.reconciler")
 

@@ -13,10 +13,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import urllib3
-from kubernetes import client
 
 from ..cluster.kubeclient import MERGE_PATCH, ApiError, describe_error, request_json
 from ..core.cost.deletion_cost import DELETION_COST_ANNOTATION
@@ -42,6 +41,9 @@ from .lease import always_leading, micro_time
 from .metrics import Metrics
 from .options import Options
 from .workqueue import TokenBucket
+
+if TYPE_CHECKING:
+    from kubernetes import client
 
 log = logging.getLogger("poolguard.reconciler")
 
