@@ -337,7 +337,7 @@ def controller_binary(env: Environment, path: Path) -> Path:
     if pid_file.is_file():
         pid = int(pid_file.read_text())
         wait_for(f"the controllers' build ({CONTROLLER_BUILD_LOG}) to end",
-                 lambda: not _running(pid), timeout=3600, interval=2.0)
+                 lambda: not _alive(pid), timeout=3600, interval=2.0)
     if not path.is_file():
         log = env.run_dir / CONTROLLER_BUILD_LOG
         tail = log.read_text(errors="replace").splitlines()[-15:] if log.is_file() else []
@@ -346,7 +346,7 @@ def controller_binary(env: Environment, path: Path) -> Path:
     return path
 
 
-def _running(pid: int) -> bool:
+def _alive(pid: int) -> bool:
     """Is process `pid` alive (not gone, not a zombie its parent has yet to reap)?"""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()

@@ -210,11 +210,20 @@ def predicted(env: Environment, namespace: str, name: str, target: int,
     `scaleStrategy.podsToDelete`) the replay reads the CloneSet as that request leaves it,
     and its answer is the one returned.
     """
+    if saved is not None:
+        return _predicted(env, namespace, name, target, then, change, saved)
+    handle, path = tempfile.mkstemp(prefix="cloneset-", suffix=".json")
+    os.close(handle)
+    try:
+        return _predicted(env, namespace, name, target, then, change, Path(path))
+    finally:
+        os.unlink(path)  # a megabyte per scenario and state otherwise, left in /tmp
+
+
+def _predicted(env: Environment, namespace: str, name: str, target: int,
+               then: Callable[[], T], change: Mapping[str, Any] | None,
+               saved: Path) -> tuple[dict[str, Any], T]:
     ref, now = f"clone/{namespace}/{name}", format_time_ns(time.time_ns())
-    if saved is None:
-        handle, path = tempfile.mkstemp(prefix="cloneset-", suffix=".json")
-        os.close(handle)
-        saved = Path(path)
     live = plan(env, ref, target, "--now", now, "--save-state", str(saved))
     outcome = then()
     if change:
