@@ -161,27 +161,26 @@ class ScaleDownPolicy:
         "GitOps controllers and how their scale-downs are answered",
         default_factory=GitOpsPolicy)
 
-    def is_autoscaler(self, username: str | None) -> bool:
-        return username is not None and username in self.autoscalers.users
-
-    def is_git_ops(self, username: str | None) -> bool:
-        return username is not None and username in self.git_ops.users
+    def _listed_group(self, username: str | None
+                      ) -> tuple[str, AutoscalerPolicy | GitOpsPolicy] | None:
+        """The requester group `username` is listed in, as (field name, its policy)."""
+        if username is None:
+            return None
+        for field_name, group in (("autoscalers", self.autoscalers), ("gitOps", self.git_ops)):
+            if username in group.users:
+                return field_name, group
+        return None
 
     def requester_group(self, username: str | None) -> str | None:
         """The requester group `username` is listed in, by its field name (`autoscalers`,
         `gitOps`), else None: a person, CI, anyone not listed."""
-        if self.is_autoscaler(username):
-            return "autoscalers"
-        if self.is_git_ops(username):
-            return "gitOps"
-        return None
+        listed = self._listed_group(username)
+        return None if listed is None else listed[0]
 
     def requester_enforcement(self, username: str | None) -> str | None:
         """The enforcement of the requester group `username` is listed in, else None."""
-        group = self.requester_group(username)
-        if group is None:
-            return None
-        return (self.autoscalers if group == "autoscalers" else self.git_ops).enforcement
+        listed = self._listed_group(username)
+        return None if listed is None else listed[1].enforcement
 
     def clamps(self, username: str | None) -> bool:
         """Is `username` a listed requester whose unsafe scale-downs are clamped?"""
