@@ -323,25 +323,30 @@ class Environment:
 # --- other projects' controllers ------------------------------------------------------------
 
 
-# tests/e2e/run.sh builds the CloneSet and Argo Rollouts controllers beside the first tests
-# (which need neither): the build's pid and log in the run directory.
-CONTROLLER_BUILD_PID = "controller-builds.pid"
-CONTROLLER_BUILD_LOG = "logs/controller-builds.log"
+# tests/e2e/run.sh builds the Argo Rollouts and CloneSet controllers beside the first tests
+# (which need neither), one after the other: in the run directory, the builds' pid, each
+# build's exit status once it has ended and its log.
+CONTROLLER_BUILDS_PID = "builds/pid"
 
 
-def controller_binary(env: Environment, path: Path) -> Path:
-    """`path`, a controller binary `make e2e` builds beside the first tests, once that build
-    has ended (at once when none runs). FileNotFoundError, with the end of the build's log,
-    when it is not there."""
-    pid_file = env.run_dir / CONTROLLER_BUILD_PID
+def controller_binary(env: Environment, build: str, path: Path) -> Path:
+    """`path`, a controller binary `make e2e` builds beside the first tests (`build`:
+    `rollouts` or `kruise`, tests/e2e/build_BUILD.sh), once that build has ended (at once
+    when none runs). FileNotFoundError, with the end of the build's log, when it failed or
+    the binary is not there."""
+    status = env.run_dir / "builds" / f"{build}.status"
+    log = env.run_dir / "logs" / f"{build}-build.log"
+    pid_file = env.run_dir / CONTROLLER_BUILDS_PID
     if pid_file.is_file():
         pid = int(pid_file.read_text())
-        wait_for(f"the controllers' build ({CONTROLLER_BUILD_LOG}) to end",
-                 lambda: not _alive(pid), timeout=3600, interval=2.0)
-    if not path.is_file():
-        log = env.run_dir / CONTROLLER_BUILD_LOG
+        wait_for(f"the {build} build ({log.relative_to(env.run_dir)}) to end",
+                 lambda: status.is_file() or not _alive(pid), timeout=3600, interval=2.0)
+        failed = not status.is_file() or status.read_text().strip() != "0"
+    else:
+        failed = False
+    if failed or not path.is_file():
         tail = log.read_text(errors="replace").splitlines()[-15:] if log.is_file() else []
-        raise FileNotFoundError("\n".join([f"{path}: not built; run tests/e2e/build.sh "
+        raise FileNotFoundError("\n".join([f"{path}: not built; run tests/e2e/build_{build}.sh "
                                            "(make e2e)", *tail]))
     return path
 

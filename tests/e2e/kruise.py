@@ -53,7 +53,7 @@ def module_dir(env: Environment) -> Path:
     """Where build_kruise.sh put the controller, the CRD and the ClusterRole, once built
     (`make e2e` builds them beside the first tests: this waits for that build)."""
     path = env.plane.bin_dir.parent / "kruise"
-    controller_binary(env, path / "bin" / "cloneset-controller")
+    controller_binary(env, "kruise", path / "bin" / "cloneset-controller")
     return path
 
 

@@ -82,7 +82,8 @@ class RolloutsController:
                                            self.home / "rollouts-controller.kubeconfig")
         self.healthz_port = free_port()
         namespace, _ = ACCOUNT
-        binary = controller_binary(self.env, module_dir(self.env) / "rollouts-controller")
+        binary = controller_binary(self.env, "rollouts",
+                                   module_dir(self.env) / "rollouts-controller")
         self.process = start_controller(
             self.env, "rollouts-controller",
             [str(binary), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
