@@ -18,6 +18,7 @@ from tests.support import factories as f
 from tests.support import lws_factories as lf
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
+from webhook.core.scale.fix_facts import fitted, more
 from webhook.core.scale.safe_replicas import assess_scale
 from webhook.core.view.snapshot import Snapshot
 
@@ -69,6 +70,25 @@ def test_many_pods_to_annotate_are_named_while_they_fit_and_counted_after():
     (option,) = [o for o in fixes(objects, rs, 12) if "kubectl annotate" in o]
     assert "inference-server-with-a-long-name-00002 " in option
     assert option.endswith(" more: plan lists them)")
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 10, 11, 5_000])
+def test_as_many_names_as_fit_are_shown_whatever_their_number(count):
+    # the same text as trying every count down from all of them, for thousands of pods too
+    names = [f"serve-abc-{i:05d}" for i in range(count)]
+
+    def words(shown: str, left: int) -> str:
+        return f"kubectl annotate pod -n ml {shown} {ANNOTATION}=-100{more(left)}"
+
+    def every_count() -> str:
+        for shown in range(count, 0, -1):
+            text = words(" ".join(names[:shown]), count - shown)
+            if len(text) <= FIX_LENGTH:
+                return text
+        return words(names[0] if names else "", max(count - 1, 0))
+
+    assert fitted(words, names) == every_count()
+    assert len(fitted(words, names)) <= FIX_LENGTH
 
 
 def test_a_not_ready_protected_pod_goes_first_whatever_the_cost_so_the_fix_is_to_wait():

@@ -47,13 +47,28 @@ def fitted(words: Callable[[str, int], str], names: Sequence[str],
     """`words(shown, left_out)` with as many of `names` (space-separated) as fit `limit`.
 
     Names stay whole: a command with half a pod name would be worse than one with fewer
-    pods, and `left_out` lets the words say how many more there are.
+    pods, and `left_out` lets the words say how many more there are. `words` must give a
+    text at least as long as `shown` (every fix quotes its names, or lists them).
     """
-    for count in range(len(names), 0, -1):
+    for count in range(_most_that_fit(names, limit), 0, -1):
         text = words(" ".join(names[:count]), len(names) - count)
         if len(text) <= limit:
             return text
     return words(names[0] if names else "", max(len(names) - 1, 0))
+
+
+def _most_that_fit(names: Sequence[str], limit: int) -> int:
+    """How many of `names`, space-separated, fit `limit` on their own.
+
+    No more of them can fit inside the words, so `fitted` starts there: trying every count
+    down from all of them joined the names again each time, quadratic in thousands of pods.
+    """
+    length = -1  # no space before the first name
+    for count, name in enumerate(names):
+        length += len(name) + 1
+        if length > limit:
+            return count
+    return len(names)
 
 
 def more(left_out: int) -> str:

@@ -57,9 +57,18 @@ def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
 
 
 def _pool_cost(policy: Policy, view: ClusterView) -> Callable[[RankedPod], int]:
-    """The cost the policy gives a pod's pool (a consolidating pool: the top of its band)."""
+    """The cost the policy gives a pod's pool (a consolidating pool: the top of its band).
+
+    Looked up once per node: a fix may ask it of thousands of surviving pods.
+    """
+    by_node: dict[str, int] = {}
+
     def cost(pod: RankedPod) -> int:
-        return policy.cost_for_pool(policy.pool_of_node(view.node(pod.node_name)))
+        node = pod.node_name
+        found = by_node.get(node)
+        if found is None:
+            found = by_node[node] = policy.cost_for_pool(policy.pool_of_node(view.node(node)))
+        return found
     return cost
 
 
