@@ -69,7 +69,7 @@ if up_to_date; then
 fi
 # go build prints nothing until it is done: say what is being built and for how long.
 echo "e2e: building the control plane $K8S_VERSION into $bin: with an empty Go cache about"
-echo "e2e: 21 minutes on 2 cores beside make test (longer beside heavier work), minutes with a warm one"
+echo "e2e: 18 minutes on 2 cores beside make test (longer beside heavier work), minutes with a warm one"
 start=$(date +%s)
 echo "e2e: [1/3] kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes $K8S_VERSION; most of the time)"
 (cd "$here/gomod/k8s" && go build -trimpath -ldflags "$k8s_ldflags" -o "$bin/" \

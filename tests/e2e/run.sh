@@ -16,8 +16,8 @@ PATH=$PATH:/usr/local/go/bin make --no-print-directory -s helm
 export POOLGUARD_E2E=1
 export E2E_RUN_DIR=${E2E_RUN_DIR:-$HOME/.cache/poolguard-e2e/runs/$(date -u +%Y%m%d-%H%M%S)-$$}
 mkdir -p "$E2E_RUN_DIR/logs"
-# The Argo Rollouts and CloneSet controllers build (with an empty Go cache ~12 minutes of
-# both cores; seconds when built) at the lowest CPU priority beside the first tests, which
+# The Argo Rollouts and CloneSet controllers build (with an empty Go cache about 9 minutes
+# in all; seconds when built) at the lowest CPU priority beside the first tests, which
 # need neither and mostly wait on controllers; their modules come next and wait for their
 # own build (tests/e2e/harness.py controller_binary: builds/NAME.status, logs/NAME-build.log),
 # and the differentials, bound by CPU, run after the builds, with the machine to themselves
