@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from itertools import compress
 from operator import attrgetter
 from typing import Any
@@ -61,15 +62,11 @@ def _pool_cost(policy: Policy, view: ClusterView) -> Callable[[RankedPod], int]:
 
     Looked up once per node: a fix may ask it of thousands of surviving pods.
     """
-    by_node: dict[str, int] = {}
+    @cache
+    def node_cost(node_name: str) -> int:
+        return policy.cost_for_pool(policy.pool_of_node(view.node(node_name)))
 
-    def cost(pod: RankedPod) -> int:
-        node = pod.node_name
-        found = by_node.get(node)
-        if found is None:
-            found = by_node[node] = policy.cost_for_pool(policy.pool_of_node(view.node(node)))
-        return found
-    return cost
+    return lambda pod: node_cost(pod.node_name)
 
 
 def removes_protected(view: ClusterView, policy: Policy, prediction: ScalePrediction) -> bool:
