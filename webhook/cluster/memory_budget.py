@@ -45,9 +45,11 @@ class Footprint:
 
 
 # `serve`: the gunicorn master (fixed) and each worker with empty caches (per_cache).
-SERVE = Footprint(fixed=80 * MIB, per_cache=70 * MIB, per_10k_pods=50 * MIB)
+# The chart's "poolguard.resources" (charts/poolguard/templates/_helpers.tpl) holds the
+# same figures.
+SERVE = Footprint(fixed=50 * MIB, per_cache=45 * MIB, per_10k_pods=60 * MIB)
 # The reconciler: one process, one cache (pods, nodes and namespaces only).
-RECONCILER = Footprint(fixed=0, per_cache=110 * MIB, per_10k_pods=50 * MIB)
+RECONCILER = Footprint(fixed=0, per_cache=60 * MIB, per_10k_pods=60 * MIB)
 
 
 @dataclass(frozen=True)
