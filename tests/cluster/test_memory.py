@@ -10,8 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support import factories as f
 from tests.support.cgroups import V1_UNLIMITED, cgroup_v1, cgroup_v2
+from tests.support.kubeapi import FakeKubeAPI
 from webhook.cluster.cgroup import ContainerMemory, read_container_memory
+from webhook.cluster.kubeclient import api_client_from
+from webhook.cluster.live import LiveCluster
 from webhook.cluster.memory_budget import (
     MIB,
     RECONCILER,
@@ -157,3 +161,30 @@ def test_the_watch_says_when_there_is_no_limit(tmp_path: Path,
     with caplog.at_level(logging.INFO, logger="poolguard"):
         watch.check()
     assert "no container memory limit (no memory cgroup under" in caplog.text
+
+
+# ----- the count: the pods the first list will bring, before they are all in ------------
+
+def test_the_pod_count_knows_the_whole_list_from_its_first_page(
+        api: FakeKubeAPI, kubeconfig: str) -> None:
+    """A cluster too big for the limit is judged at its first page of 100 pods, not once
+    the cache holds them all (by then the container may be OOM-killed)."""
+    api.put(*(f.pod(f"p-{index:03}", node_name="n1") for index in range(250)))
+    client = api_client_from(kubeconfig)
+    cluster = LiveCluster(client)
+    during: list[tuple[int, int]] = []
+
+    def seen(resource: str, *_: object) -> None:
+        if resource == "pods" and not during:  # the first pod applied: one page is in
+            during.append((len(cluster.all_pods()), cluster.pod_count()))
+
+    cluster.on_event(seen)
+    try:
+        cluster.start()
+        assert cluster.wait_for_sync(10)
+        assert cluster.pod_count() == 250
+    finally:
+        cluster.stop()
+        client.close()
+    cached, counted = during[0]
+    assert cached < 250 and counted == 250

@@ -155,7 +155,9 @@ def _watch_memory(runtime: Runtime, workers: int) -> None:
     from . import metrics
 
     view = runtime.view
-    runtime.memory = MemoryWatch(SERVE, lambda: len(view.all_pods()), caches=workers,
+    # A live cache counts the pods its first list will bring before they are all in.
+    count = getattr(view, "pod_count", None) or (lambda: len(view.all_pods()))
+    runtime.memory = MemoryWatch(SERVE, count, caches=workers,
                                  on_check=metrics.memory().publish)
     runtime.memory.start()
 

@@ -80,7 +80,7 @@ class Service:
         self.metrics.queue_depth.set_function(lambda: len(self.queue))
         self.metrics.staleness.set_function(self.cluster.staleness_seconds)
         self.metrics.leader.set_function(lambda: 1 if self.is_leader() else 0)
-        self.memory = MemoryWatch(RECONCILER, lambda: len(self.cluster.all_pods()),
+        self.memory = MemoryWatch(RECONCILER, self.cluster.pod_count,
                                   on_check=self.metrics.publish_memory)
 
     def is_leader(self) -> bool:
