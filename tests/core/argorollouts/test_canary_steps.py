@@ -15,14 +15,27 @@ The scenarios are worked out by hand from `CalculateReplicaCountsForBasicCanary`
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.support import factories as f
 from tests.support import rollouts as ro
 from webhook.core.argorollouts.argo_rollout_counts import Counted
-from webhook.core.argorollouts.canary_steps import at_desired_counts, progress_threshold_met
+from webhook.core.argorollouts.argo_rollout_sync import (
+    Tracked,
+    Variant,
+    reachable_lowest,
+    sync_once,
+)
+from webhook.core.argorollouts.canary_steps import (
+    at_desired_counts,
+    following_steps,
+    progress_threshold_met,
+)
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
 from webhook.core.scale.predict import predict_scale
@@ -191,3 +204,68 @@ def test_progress_threshold_matches_the_upstream_table(threshold, available, rep
     assert progress_threshold_met(rollout, new, desired) is want
     # a missing ReplicaSet never meets it
     assert progress_threshold_met(rollout, None, desired) is False
+
+
+# --- the controller walked through its steps ----------------------------------------------
+
+STEP_KINDS = [{"pause": {"duration": 1}}, {"pause": {}}, {"setHeaderRoute": {"name": "h"}},
+              {"analysis": {"templates": [{"templateName": "t"}]}}]
+
+
+@settings(max_examples=150, deadline=None)
+@given(to=st.integers(0, 8),
+       fences=st.sampled_from([(0, 1), (1, 0), (1, 1), ("25%", "25%"), (2, "50%")]),
+       weights=st.lists(st.sampled_from([10, 25, 50, 75, 100]), min_size=1, max_size=3),
+       sizes=st.tuples(st.integers(0, 8), st.integers(0, 8)), data=st.data())
+def test_no_walk_of_syncs_and_steps_goes_below_the_reported_sizes(to, fences, weights, sizes,
+                                                                  data):
+    """Syncs (`reconcileCanaryReplicaSets`), availability changes (victims gone, pods up)
+    and step completions (`completedCurrentCanaryStep`: a sizing step at its desired
+    counts, a pause with a duration; never one without) in any order never take a
+    ReplicaSet below the lowest size reported for the new count: over the current step's
+    syncs when the scale-down completes no step, and over the following steps too when it
+    does."""
+    steps: list[dict[str, Any]] = []
+    for weight in weights:
+        steps.append({"setWeight": weight})
+        steps += data.draw(st.lists(st.sampled_from(STEP_KINDS), max_size=2))
+    rollout = {"spec": {"replicas": to, "strategy": {"canary": {
+        "maxSurge": fences[0], "maxUnavailable": fences[1], "steps": steps}}},
+        "status": {"currentPodHash": "v2", "stableRS": "v1", "currentStepIndex": 0}}
+    states = [Tracked(name, name, size, data.draw(st.integers(0, size)), str(revision),
+                      revision, lowest=size)
+              for revision, (name, size) in enumerate(zip(("v1", "v2"), sizes, strict=True))]
+    ready = {rs.name: rs.available for rs in states}
+
+    def fresh(name: str, size: int) -> int:
+        return min(size, ready[name])
+
+    variant = Variant(False, True)
+    least = reachable_lowest(rollout, states, "v2", "v1", variant, fresh)
+    assert least is not None
+    following = following_steps(rollout, states, "v2", "v1", [variant], fresh)
+    if following is not None:
+        least = {name: min(size, following.lowest[name]) for name, size in least.items()}
+    walk = {rs.name: replace(rs) for rs in states}
+    index, came_up = 0, False
+    for move, name in data.draw(st.lists(st.tuples(
+            st.sampled_from(["sync", "gone", "up", "step"]), st.sampled_from(["v1", "v2"])),
+            max_size=30)):
+        at = {**rollout, "status": {**rollout["status"], "currentStepIndex": index}}
+        rs = walk[name]
+        if move == "sync":
+            sync_once(at, walk, "v2", "v1", variant)
+        elif move == "gone":
+            rs.available = min(rs.available, fresh(rs.name, rs.lowest))
+        elif move == "up":
+            came_up = came_up or (name == "v2" and rs.available < rs.replicas)
+            rs.available = rs.replicas
+        elif index < len(steps) and (index > 0 or not came_up):
+            # step 0 completed after canary pods came up is the rollout's own progress
+            step = steps[index]
+            if "pause" in step:
+                index += "duration" in step["pause"]
+            elif "setWeight" not in step or at_desired_counts(
+                    at, list(walk.values()), "v2", "v1"):
+                index += 1
+        assert all(walk[n].lowest >= least[n] for n in walk), (index, steps)
