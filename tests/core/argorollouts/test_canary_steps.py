@@ -269,3 +269,21 @@ def test_no_walk_of_syncs_and_steps_goes_below_the_reported_sizes(to, fences, we
                     at, list(walk.values()), "v2", "v1"):
                 index += 1
         assert all(walk[n].lowest >= least[n] for n in walk), (index, steps)
+
+
+def test_with_dynamic_stable_scale_the_next_weight_sets_the_stable_count():
+    """Traffic-routed with dynamicStableScale, 8 -> 4 at setWeight 25 (canary 1, stable
+    ceil(75% of 4) = 3; the router's stable weight 75 gives 3 too). The canary pod left
+    is available, so step 0 completes; after the 1 s pause, setWeight 50 sets the router's
+    weights to 50/50 and CalculateReplicaCountsForTrafficRoutedCanary takes the stable to
+    ceil(50% of 4) = 2."""
+    objects, rollout = canary_objects(SHORT_PAUSE, [True, False], dynamicStableScale=True,
+                                      trafficRouting={"nginx": {"stableIngress": "web"}})
+    rollout["status"]["canary"] = {"weights": {
+        "canary": {"weight": 25, "podTemplateHash": "v2"},
+        "stable": {"weight": 75, "podTemplateHash": "v1"}}}
+    prediction = predict_scale(Snapshot(objects), rollout, 4, NOW)
+    assert prediction.child_targets == {"web-v1": (6, 3), "web-v2": (2, 1)}
+    (group,) = [g for g in prediction.tie_groups if "canary step 0" in (g.why or "")]
+    assert group.removed == 1 and "web-v1 down to 2" in (group.why or "")
+    assert not assess_scale(Snapshot(objects), POLICY, rollout, 4, NOW).verdict.allowed
