@@ -37,7 +37,7 @@ def test_the_stable_pods_the_following_steps_may_remove_are_possible_victims(tmp
     assert set(doc["possibleVictims"]) == {"s-3", "s-4", "s-5"}
     assert doc["allowed"] is False
     assert [v["rule"] for v in doc["violations"]] == ["protectedLast"]
-    assert any("completes canary step 0" in w for w in doc["warnings"])
+    assert any("canary step 0 of Rollout web completes" in w for w in doc["warnings"])
     fates = {p["name"]: p["fate"] for p in doc["pods"]}
     assert fates["s-3"] == "possible-victim" and fates["c-0"] == "survives"
 

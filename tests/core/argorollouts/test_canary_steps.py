@@ -96,7 +96,7 @@ def test_a_scale_down_that_completes_the_step_lets_the_next_set_weight_shrink_th
     assert {p.name for p in prediction.possible_victims} == {"s-3", "s-4", "s-5"}
     (group,) = [g for g in prediction.tie_groups if "canary step 0" in (g.why or "")]
     assert group.removed == 1 and "web-v1 down to 2" in (group.why or "")
-    assert any("completes canary step 0" in note and "steps 1-2" in note
+    assert any("canary step 0 of Rollout web completes" in note and "steps 1-2" in note
                and "pause without a duration at step 3" in note for note in prediction.notes)
     verdict = assess_scale(view, POLICY, rollout, 4, NOW).verdict
     assert not verdict.allowed
@@ -123,7 +123,7 @@ def test_a_step_the_scale_down_does_not_complete_is_not_followed():
     # the rollout's own progress, not the scale-down's
     view, rollout = mid_canary(SHORT_PAUSE, canary_ready=[False, False])
     prediction = predict_scale(view, rollout, 4, NOW)
-    assert not any("completes canary step" in note for note in prediction.notes)
+    assert not any("completes with the new count" in note for note in prediction.notes)
     assert not any("canary step" in (g.why or "") for g in prediction.tie_groups)
 
 
@@ -140,11 +140,34 @@ def test_timed_steps_to_the_end_promote_the_canary_and_empty_the_stable():
     assert any("up to the end of the steps" in note for note in prediction.notes)
 
 
+def test_a_timed_pause_under_way_ends_and_the_next_set_weight_follows():
+    # at step 1 (the 1 s pause) the new count splits as at step 0; the pause ends by
+    # itself, and setWeight 50 takes the stable to 2
+    objects, rollout = canary_objects(SHORT_PAUSE, canary_ready=[True, False])
+    rollout["status"]["currentStepIndex"] = 1
+    prediction = predict_scale(Snapshot(objects), rollout, 4, NOW)
+    assert any("canary step 1 of Rollout web completes with the new count (its pause ends "
+               "by itself)" in note and "step 2, up to the pause" in note
+               for note in prediction.notes)
+    assert {p.name for p in prediction.possible_victims} == {"s-3", "s-4", "s-5"}
+
+
+def test_an_analysis_under_way_is_not_followed():
+    # an analysis step completes when its AnalysisRun succeeds, with or without the scale
+    steps = [{"setWeight": 25}, {"analysis": {"templates": [{"templateName": "t"}]}},
+             {"setWeight": 50}, {"pause": {}}]
+    objects, rollout = canary_objects(steps, canary_ready=[True, False])
+    rollout["status"]["currentStepIndex"] = 1
+    prediction = predict_scale(Snapshot(objects), rollout, 4, NOW)
+    assert not any("completes with the new count" in note for note in prediction.notes)
+    assert not prediction.possible_victims
+
+
 def test_a_paused_rollout_moves_no_step():
     view, rollout = mid_canary(SHORT_PAUSE, canary_ready=[True, False])
     rollout["spec"]["paused"] = True
     prediction = predict_scale(view, rollout, 4, NOW)
-    assert not any("completes canary step" in note for note in prediction.notes)
+    assert not any("completes with the new count" in note for note in prediction.notes)
 
 
 # TestAtDesiredReplicaCountsForCanary: (case, setWeight, new spec/available, stable

@@ -302,9 +302,9 @@ def _why_timing(name: str, least: int) -> str:
 
 
 def _why_steps(name: str, least: int, steps: FollowingSteps) -> str:
-    return (f"the scale-down completes canary step {steps.completed}, and the steps the "
-            f"Rollouts controller then goes on with may take {name} down to {least} "
-            "(how far and when depends on the canary pods' availability)")
+    return (f"canary step {steps.completed} completes with the new count ({steps.how}), and "
+            f"the steps the Rollouts controller then goes on with may take {name} down to "
+            f"{least} (how far and when depends on the canary pods' availability)")
 
 
 def _steps_note(rollout: Mapping[str, Any], steps: FollowingSteps, lowered: set[str],
@@ -312,9 +312,9 @@ def _steps_note(rollout: Mapping[str, Any], steps: FollowingSteps, lowered: set[
     followed = (f"steps {steps.followed[0]}-{steps.followed[-1]}" if len(steps.followed) > 1
                 else f"step {steps.followed[0]}" if steps.followed else "no further step")
     taken = ", ".join(f"{name} down to {least[name]}" for name in sorted(lowered))
-    return (f"the new count completes canary step {steps.completed} of Rollout "
-            f"{name_of(rollout)} now (its split is reached with the canary pods available): "
-            f"the Rollouts controller goes on with {followed}, up to {steps.stop}"
+    return (f"canary step {steps.completed} of Rollout {name_of(rollout)} completes with "
+            f"the new count ({steps.how}): the Rollouts controller goes on with {followed}, "
+            f"up to {steps.stop}"
             + (f"; they may take {taken}: those pods are possible victims" if taken
                else "; they delete no more pods"))
 

@@ -13,15 +13,17 @@ Ported from github.com/argoproj/argo-rollouts v1.10.2:
   passed; one without waits for someone to resume the rollout.
 
 A scale-down can complete the current step itself: fewer replicas make the step's split
-reachable with the canary pods available now. The controller then goes on with the
-following steps, seconds later. Those are followed here up to the first pause without
-a duration (or the end of the steps, which promotes the canary and takes the old stable
-ReplicaSet to 0), and each ReplicaSet's lowest size on the way is reported. The time a
-later step takes depends on things the objects do not say (new canary pods becoming
-ready, an analysis or experiment succeeding), so the sizes are what may happen: the
-caller makes the pods they remove possible victims, which the verdict judges in the
-worst case. A step that does not complete with the pods available now is the rollout's
-own progress, not the scale's, and is not followed.
+reachable with the canary pods available now. A pause with a duration, or a route step,
+completes by itself within a time the objects bound. Either way the controller goes on
+with the following steps with the new count. Those are followed here up to the first
+pause without a duration (or the end of the steps, which promotes the canary and takes
+the old stable ReplicaSet to 0), and each ReplicaSet's lowest size on the way is
+reported. The time a later step takes depends on things the objects do not say (new
+canary pods becoming ready, an analysis or experiment succeeding, taken as succeeding),
+so the sizes are what may happen: the caller makes the pods they remove possible
+victims, which the verdict judges in the worst case. A current step that waits on more
+than time (canary pods coming up, an analysis, someone resuming) is the rollout's own
+progress, with or without the scale, and is not followed.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ _SIZING_STEPS = ("setWeight", "setCanaryScale")
 class FollowingSteps:
     """What the steps after the one the scale-down completes may do."""
 
-    completed: int  # the index of the step the scale-down completes
+    completed: int  # the index of the current step, which completes
+    how: str  # how it completes
     lowest: dict[str, int]  # each ReplicaSet's lowest size over the following steps
     followed: list[int]  # the indexes of the steps followed
     stop: str  # where and why the following stops
@@ -67,18 +70,19 @@ def following_steps(rollout: Mapping[str, Any], states: Sequence[Tracked],
                     new_name: str | None, stable_name: str | None,
                     variants: Sequence[Variant], fresh: Availability) -> FollowingSteps | None:
     """The steps the scaled `rollout` (carrying the new spec.replicas) goes through once
-    its scale completes the current step, from the ReplicaSets' `states` before the
-    scale; None when the scale completes no step."""
+    its current step completes, from the ReplicaSets' `states` before the scale; None
+    when the current step waits on more than time (pods coming up, an analysis, someone
+    resuming)."""
     steps = canary_of(rollout).get("steps") or []
     index = int(status_of(rollout).get("currentStepIndex") or 0)
-    if not _moves_steps(rollout) or index >= len(steps) or not any(
-            key in steps[index] for key in _SIZING_STEPS):
+    if not _moves_steps(rollout) or index >= len(steps):
         return None
     scaled = replay(rollout, states, new_name, stable_name, variants[0])
     now = [replace(rs, replicas=scaled.final[rs.name],
                    available=min(scaled.final[rs.name], fresh(rs.name, scaled.lowest[rs.name])),
                    lowest=scaled.lowest[rs.name]) for rs in states]
-    if not at_desired_counts(rollout, now, new_name, stable_name):
+    how = _how_it_completes(rollout, steps[index], now, new_name, stable_name)
+    if how is None:
         return None
     completed = index
     lowest = {rs.name: rs.lowest for rs in now}
@@ -87,7 +91,7 @@ def following_steps(rollout: Mapping[str, Any], states: Sequence[Tracked],
         step = steps[index]
         pause = step.get("pause")
         if isinstance(pause, Mapping) and pause.get("duration") is None:
-            return FollowingSteps(completed, lowest, followed,
+            return FollowingSteps(completed, how, lowest, followed,
                                   f"the pause without a duration at step {index}")
         followed.append(index)
         if any(key in step for key in _SIZING_STEPS):
@@ -96,9 +100,26 @@ def following_steps(rollout: Mapping[str, Any], states: Sequence[Tracked],
     for rs in now:  # promoted: the old stable and older ReplicaSets go to 0
         if rs.name != new_name:
             lowest[rs.name] = 0
-    return FollowingSteps(completed, lowest, followed,
+    return FollowingSteps(completed, how, lowest, followed,
                           "the end of the steps, where the canary is promoted and the "
                           "old ReplicaSets go to 0")
+
+
+def _how_it_completes(rollout: Mapping[str, Any], step: Mapping[str, Any],
+                      now: Sequence[Tracked], new_name: str | None,
+                      stable_name: str | None) -> str | None:
+    """How the current step completes without waiting on more than time, after the
+    scale's syncs (`now`); None when it waits on more."""
+    if any(key in step for key in _SIZING_STEPS):
+        if at_desired_counts(rollout, now, new_name, stable_name):
+            return "its split is reached with the canary pods available now"
+        return None
+    pause = step.get("pause")
+    if isinstance(pause, Mapping):
+        return None if pause.get("duration") is None else "its pause ends by itself"
+    if "setHeaderRoute" in step or "setMirrorRoute" in step:
+        return "a route step completes at once"
+    return None
 
 
 def _moves_steps(rollout: Mapping[str, Any]) -> bool:
