@@ -244,17 +244,18 @@ def test_no_walk_of_syncs_and_steps_goes_below_the_reported_sizes(to, fences, we
                                                                   data):
     """Syncs (`reconcileCanaryReplicaSets`), availability changes (victims gone, pods up)
     and step completions (`completedCurrentCanaryStep`: a sizing step at its desired
-    counts, a pause with a duration; never one without) in any order never take a
-    ReplicaSet below the lowest size reported for the new count: over the current step's
-    syncs when the scale-down completes no step, and over the following steps too when it
-    does."""
+    counts, a pause with a duration, a route, an analysis taken as succeeding; never a
+    pause without a duration) in any order never take a ReplicaSet below the lowest size
+    reported for the new count: over the current step's syncs when the current step waits
+    on more than time, and over the following steps too when it does not."""
     steps: list[dict[str, Any]] = []
     for weight in weights:
         steps.append({"setWeight": weight})
         steps += data.draw(st.lists(st.sampled_from(STEP_KINDS), max_size=2))
+    start = data.draw(st.integers(0, len(steps) - 1))
     rollout = {"spec": {"replicas": to, "strategy": {"canary": {
         "maxSurge": fences[0], "maxUnavailable": fences[1], "steps": steps}}},
-        "status": {"currentPodHash": "v2", "stableRS": "v1", "currentStepIndex": 0}}
+        "status": {"currentPodHash": "v2", "stableRS": "v1", "currentStepIndex": start}}
     states = [Tracked(name, name, size, data.draw(st.integers(0, size)), str(revision),
                       revision, lowest=size)
               for revision, (name, size) in enumerate(zip(("v1", "v2"), sizes, strict=True))]
@@ -270,7 +271,7 @@ def test_no_walk_of_syncs_and_steps_goes_below_the_reported_sizes(to, fences, we
     if following is not None:
         least = {name: min(size, following.lowest[name]) for name, size in least.items()}
     walk = {rs.name: replace(rs) for rs in states}
-    index, came_up = 0, False
+    index, came_up = start, False
     for move, name in data.draw(st.lists(st.tuples(
             st.sampled_from(["sync", "gone", "up", "step"]), st.sampled_from(["v1", "v2"])),
             max_size=30)):
@@ -283,12 +284,17 @@ def test_no_walk_of_syncs_and_steps_goes_below_the_reported_sizes(to, fences, we
         elif move == "up":
             came_up = came_up or (name == "v2" and rs.available < rs.replicas)
             rs.available = rs.replicas
-        elif index < len(steps) and (index > 0 or not came_up):
-            # step 0 completed after canary pods came up is the rollout's own progress
+        elif index < len(steps):
+            # the current step completing after canary pods came up, or on an analysis,
+            # is the rollout's own progress, which happens with or without the scale
             step = steps[index]
             if "pause" in step:
                 index += "duration" in step["pause"]
-            elif "setWeight" not in step or at_desired_counts(
+            elif "analysis" in step:
+                index += index > start
+            elif "setWeight" not in step:
+                index += 1  # a route
+            elif (index > start or not came_up) and at_desired_counts(
                     at, list(walk.values()), "v2", "v1"):
                 index += 1
         assert all(walk[n].lowest >= least[n] for n in walk), (index, steps)
