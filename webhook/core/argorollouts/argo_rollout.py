@@ -22,8 +22,9 @@ Rollout's selector), the new one by `status.currentPodHash` and the stable one b
   to pass, an AnalysisRun. A ReplicaSet's predicted victims are those of the syncs with
   the availability the statuses show now; down to the most any reading deletes its
   pods are possible victims (the verdict takes the worst case).
-- A scale that completes the canary's current step sets the following steps going
-  (`canary_steps`): the pods they may remove are possible victims too.
+- A current canary step that completes with the new count (its split reached with the
+  canary pods available now, a pause with a duration, a route) sets the following steps
+  going (`canary_steps`): the pods they may remove are possible victims too.
 - What is not modelled (an update the controller has not recorded in the status, an
   aborted update's scale-down delay, the AWS target group check) makes every pod of
   every ReplicaSet with pods a possible victim, with a note that says why.

@@ -1,4 +1,4 @@
-"""The canary steps a scale-down sets going: the current one it completes, and the next.
+"""The canary steps that follow when the current one completes with a scale's new count.
 
 Ported from github.com/argoproj/argo-rollouts v1.10.2:
 - rollout/canary.go `syncRolloutStatusCanary` and `completedCurrentCanaryStep`: every
@@ -57,7 +57,7 @@ _SIZING_STEPS = ("setWeight", "setCanaryScale")
 
 @dataclass
 class FollowingSteps:
-    """What the steps after the one the scale-down completes may do."""
+    """What the steps after the current one may do once it completes with the new count."""
 
     completed: int  # the index of the current step, which completes
     how: str  # how it completes
