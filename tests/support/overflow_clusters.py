@@ -127,7 +127,7 @@ def _services(rng: random.Random) -> list[Service]:
     services = []
     for index in range(rng.randint(1, 3)):
         services.append(Service(
-            f"high-{index}", "inference", rng.choice((1, 2, 4)), rng.choice((2, 8, 20)),
+            f"high-{index}", "inference", rng.choice((1, 2, 4)), rng.choice((2, 8, 20, 40)),
             tolerates=rng.random() < 0.6, by_class=rng.random() < 0.3,
             unsettled=rng.choice(UNSETTLED_WAYS) if rng.random() < 0.25 else None))
     for index in range(rng.randint(0, 2)):
@@ -164,7 +164,7 @@ def _room_appears(rng: random.Random, cluster: OverflowCluster, services: list[S
     inside = [p for p in shrinking.pods if p["node"] in cluster.inference]
     for pod in rng.sample(inside, rng.randint(0, len(inside))):
         shrinking.pods.remove(pod)
-    for index in range(rng.choice((0, 0, 1, 2))):
+    for index in range(rng.choice((0, 1, 1, 2))):
         name = f"inf-new-{index}"
         cluster.inference.append(name)
         if rng.random() < 0.3:

@@ -79,7 +79,7 @@ def test_overflow_goes_home_and_frees_its_node() -> None:
         {"namespace": "ml", "name": f"llm-{i}", "workload": "deployment/ml/llm",
          "node": "hyb-0", "pool": "hybrid", "toPool": "inference", "gpus": 2} for i in (1, 2)]
     assert document["freedNodes"] == [{"node": "hyb-0", "pool": "hybrid", "gpus": 8}]
-    assert reasons(document) == {"small-0": "it is home: its home is pool hybrid (preferred "
+    assert reasons(document) == {"small-0": "it is at home: pool hybrid (preferred "
                                  "node affinity)"}
 
 

@@ -100,7 +100,7 @@ class Classifier:
         if home.pool is None:
             return stay(f"no home pool: {home.describe()}")
         if home.pool == pool:
-            return stay(f"it is home: its home is {home.describe()}")
+            return stay(f"it is at home: {home.describe()}")
         if self.policy.pool_by_name(home.pool) is None:
             return stay(f"its home {home.describe()} is not a pool of the policy")
         if not self.policy.is_protected(home.pool):
