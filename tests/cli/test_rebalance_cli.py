@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from tests.support.install import PY, REPO, assert_one_line_error, run
+from tests.support.kubeapi import FakeKubeAPI, items_of
 from webhook.cli.main import main
 
 STATE = REPO / "examples" / "rebalance-state.yaml"
@@ -93,3 +94,25 @@ def test_a_bad_policy_is_one_line_naming_the_field(tmp_path: Path) -> None:
 def test_a_state_file_and_a_kubeconfig_together_are_refused(capsys) -> None:
     assert main(["rebalance", "--state", str(STATE), "--kubeconfig", "k", "--dry-run"]) == 2
     assert "leave them out with --state" in capsys.readouterr().err
+
+
+def test_the_live_cluster_gives_the_plan_the_state_file_gives(tmp_path: Path, capsys) -> None:
+    with FakeKubeAPI() as api:
+        api.put(*items_of(yaml.safe_load_all(STATE.read_text())))
+        kubeconfig = api.write_kubeconfig(tmp_path / "kubeconfig")
+        assert main(["rebalance", "--kubeconfig", str(kubeconfig), "--dry-run", "-o",
+                     "json"]) == 0
+        live = json.loads(capsys.readouterr().out)
+    assert live == json.loads(rebalance("-o", "json", capsys=capsys))
+
+
+def test_a_hand_edited_state_with_a_wrong_type_is_one_line_naming_the_field(
+        tmp_path: Path) -> None:
+    state = yaml.safe_load(STATE.read_text())
+    pod = next(item for item in state["items"] if item["kind"] == "Pod")
+    pod["spec"]["tolerations"] = {"key": "dedicated"}
+    bad = tmp_path / "state.yaml"
+    bad.write_text(yaml.safe_dump(state))
+    result = run(PY, "-m", "webhook", "rebalance", "--state", bad, "--dry-run")
+    assert result.returncode == 2
+    assert_one_line_error(result, str(bad), "spec.tolerations: must be a list")

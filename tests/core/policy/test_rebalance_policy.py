@@ -8,6 +8,7 @@ import pytest
 
 from webhook.core.policy.policy import PolicyError, default_policy, parse_policy
 from webhook.core.policy.policy_schema import policy_schema
+from webhook.core.policy.policy_text import explain_policy
 
 POOLS = [{"name": "inference", "deletionCost": 1000, "protected": True},
          {"name": "hybrid", "deletionCost": -100}]
@@ -55,3 +56,12 @@ def test_the_schema_describes_the_section() -> None:
         "default": False}
     assert section["properties"]["priorityClassPools"]["additionalProperties"] == {
         "type": "string"}
+
+
+def test_policy_check_explains_the_section_only_when_the_file_sets_it() -> None:
+    assert not any("Rebalance" in line for line in explain_policy(default_policy()))
+    lines = explain_policy(parse_policy({"pools": POOLS, "rebalance": {
+        "enabled": True, "priorityClassPools": {"serving-high": "inference"}}}))
+    assert lines[-2].startswith("Rebalance: on. Only `rebalance --dry-run` plans moves")
+    assert lines[-1] == ("  pods of PriorityClass serving-high whose preferred node affinity "
+                         "names no pool belong in pool inference")
