@@ -78,7 +78,7 @@ def test_with_the_room_tainted_away_nothing_moves_and_the_reason_is_shown(
 def test_without_dry_run_it_refuses_in_one_line() -> None:
     result = run(PY, "-m", "webhook", "rebalance", "--state", STATE)
     assert result.returncode == 2
-    assert_one_line_error(result, "only --dry-run is built", "evicts nothing")
+    assert_one_line_error(result, "only plans, with --dry-run", "made by the reconciler")
 
 
 def test_a_bad_policy_is_one_line_naming_the_field(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """`rebalance --dry-run`: which overflow pods would go home, and which whole nodes that frees.
 
-Only the plan is built: poolguard evicts nothing yet, so the command refuses to run
-without --dry-run rather than look as if it acted.
+The command only plans: the moves themselves are the reconciler's (under its Lease, when
+the policy enables them), so the command refuses to run without --dry-run rather than
+look as if it acted.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ def add_rebalance_parser(commands: argparse._SubParsersAction) -> None:
         "policy's rebalance.priorityClassPools, names a protected pool) to evict so that "
         "their replacements land at home and whole nodes of the unprotected pools are left "
         "with no GPU pod, as many nodes as the protected pools' room allows. The cluster is "
-        "read once from the Kubernetes API, or from a saved --state file. Only --dry-run is "
-        "built: nothing is evicted. Exit codes: 0 planned; 2 unusable input or an "
+        "read once from the Kubernetes API, or from a saved --state file. The command only "
+        "plans (--dry-run): the reconciler that holds the Lease makes the moves when the "
+        "policy's rebalance.enabled is true. Exit codes: 0 planned; 2 unusable input or an "
         "unreachable API server.")
     parser.add_argument("--state", metavar="FILE",
                         help="cluster state: a kubectl get ... -o yaml List or multi-document "
@@ -38,8 +40,8 @@ def add_rebalance_parser(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--policy", metavar="FILE",
                         help="policy YAML (default: the built-in policy)")
     parser.add_argument("--dry-run", action="store_true",
-                        help="print the plan and evict nothing (required: the live "
-                        "rebalancer is not built yet)")
+                        help="print the plan and evict nothing (required: the moves are the "
+                        "reconciler's)")
     parser.add_argument("--output", "-o", choices=_FORMATS, default="text",
                         help="text (default): every move and every pod that stays, with "
                         "why; json: {moves, freedNodes, skipped} for scripts")
@@ -48,8 +50,9 @@ def add_rebalance_parser(commands: argparse._SubParsersAction) -> None:
 
 def run_rebalance(args: argparse.Namespace) -> int:
     if not args.dry_run:
-        raise CommandError("rebalance: only --dry-run is built (poolguard evicts nothing "
-                           "yet); run it with --dry-run to see the plan")
+        raise CommandError("rebalance: this command only plans, with --dry-run; the moves "
+                           "are made by the reconciler when the policy's rebalance.enabled "
+                           "is true")
     policy = load_policy(args.policy)
     if args.state is None:
         view = read_live_state(args.kubeconfig, args.context)

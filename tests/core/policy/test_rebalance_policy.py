@@ -62,6 +62,7 @@ def test_policy_check_explains_the_section_only_when_the_file_sets_it() -> None:
     assert not any("Rebalance" in line for line in explain_policy(default_policy()))
     lines = explain_policy(parse_policy({"pools": POOLS, "rebalance": {
         "enabled": True, "priorityClassPools": {"serving-high": "inference"}}}))
-    assert lines[-2].startswith("Rebalance: on. Only `rebalance --dry-run` plans moves")
+    assert lines[-2] == ("Rebalance: on: the reconciler holding the Lease moves settled "
+                         "overflow pods home, whole nodes at a time (docs/rebalance.md).")
     assert lines[-1] == ("  pods of PriorityClass serving-high whose preferred node affinity "
                          "names no pool belong in pool inference")

@@ -8,5 +8,5 @@ and overflow pods moved home.
 - pod_cost.py         the cost a governed pod should carry: its pool's, or its node rank
 - freed_nodes.py      what a predicted scale-down frees, and the best it could
 - rebalance/          the other way to free nodes: overflow pods moved home, whole nodes
-                      at a time (planned only)
+                      at a time (the plan; the reconciler carries it out)
 """

@@ -36,8 +36,10 @@ def _rebalance(policy: Policy) -> list[str]:
     if not section.enabled and not section.priority_class_pools:
         return []
     state = "on" if section.enabled else "off"
-    lines = [f"Rebalance: {state}. Only `rebalance --dry-run` plans moves for now; nothing is "
-             "evicted whatever this says (docs/rebalance.md)."]
+    what = ("the reconciler holding the Lease moves settled overflow pods home, whole nodes "
+            "at a time" if section.enabled else "nothing is moved; `rebalance --dry-run` shows "
+            "the plan")
+    lines = [f"Rebalance: {state}: {what} (docs/rebalance.md)."]
     for name, pool in sorted(section.priority_class_pools.items()):
         lines.append(f"  pods of PriorityClass {name} whose preferred node affinity names no "
                      f"pool belong in pool {pool}")

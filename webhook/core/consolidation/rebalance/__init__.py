@@ -1,5 +1,6 @@
 """Moving settled overflow pods home, so that whole nodes of unprotected pools go back to
-training (`rebalance`; planned only: nothing here evicts).
+training (`rebalance`): the plan, which `rebalance --dry-run` prints and the reconciler's
+rebalancer carries out (webhook/reconciler/rebalancer.py).
 
 - home_pool.py          a pod's home: its preferred node affinity on the pool label, or
                         the policy's pool for its priorityClassName

@@ -7,7 +7,8 @@ first reason that keeps it):
 - it belongs to a serving workload (`settled`: not training, not a DaemonSet's);
 - its home (`home_pool`) is a protected pool of the policy, and it runs elsewhere, in an
   unprotected pool: moves only go toward a more protected pool;
-- its workload is settled (`settled`);
+- its workload is settled (`settled`) and not held back (the live rebalancer holds back a
+  workload whose replacement landed outside its home);
 - some node of its home pool would admit it, resources aside (`scheduling_fit`); which
   ones is kept for the packing.
 """
@@ -76,9 +77,11 @@ class TargetNode:
 class Classifier:
     """Classifies the GPU pods of one view, reading each controller's pods once."""
 
-    def __init__(self, view: PodView, policy: Policy, targets: Sequence[TargetNode]) -> None:
+    def __init__(self, view: PodView, policy: Policy, targets: Sequence[TargetNode],
+                 held: Mapping[str, str] | None = None) -> None:
         self.view = view
         self.policy = policy
+        self.held = held or {}  # workload -> why it is held back (a replacement bounced)
         self.resources = (*policy.gpu_resources, CPU, MEMORY)
         self.targets_by_pool: dict[str, list[TargetNode]] = defaultdict(list)
         for target in targets:
@@ -96,6 +99,8 @@ class Classifier:
         workload = workload_of(self.view, pod, namespace)
         if not workload.ref:
             return stay(workload.why_not)
+        if workload.ref in self.held:
+            return stay(f"{workload.ref} is held back: {self.held[workload.ref]}")
         home = home_of(pod, self.policy)
         if home.pool is None:
             return stay(f"no home pool: {home.describe()}")

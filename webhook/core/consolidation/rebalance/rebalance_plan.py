@@ -70,14 +70,16 @@ class RebalancePlan:
         }
 
 
-def plan_rebalance(view: RebalanceView, policy: Policy) -> RebalancePlan:
-    """The rebalance plan for the cluster `view` holds, under `policy`."""
+def plan_rebalance(view: RebalanceView, policy: Policy,
+                   held: Mapping[str, str] | None = None) -> RebalancePlan:
+    """The rebalance plan for the cluster `view` holds, under `policy`; the workloads in
+    `held` (ref -> why) do not move."""
     nodes = sorted(view.nodes(), key=name_of)
     targets = [TargetNode(name_of(n), policy.pool_of_node(n) or "", n) for n in nodes
                if policy.is_protected(policy.pool_of_node(n))]
     order = (*policy.gpu_resources, CPU, MEMORY, PODS)
     room = free_room(targets, view.pods_on_node, order)
-    classifier = Classifier(view, policy, targets)
+    classifier = Classifier(view, policy, targets, held)
     candidates: list[Candidate] = []
     plan = RebalancePlan()
     for node in nodes:
