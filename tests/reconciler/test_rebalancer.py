@@ -263,3 +263,16 @@ def test_a_rollout_that_began_after_the_plan_is_waited_for(cluster) -> None:
                lambda d: d["status"].update({"updatedReplicas": 7}))
     live.tick(POLICY)
     assert evictions(api) == MOVING[:1]
+
+
+def test_without_its_taint_a_node_is_not_emptied(cluster) -> None:
+    api, client = cluster
+    api.fail(403, count=1, method="PATCH", path_contains="/nodes/")  # no RBAC to patch
+    clock, metrics = Clock(), Metrics()
+    live = rebalancer(client, clock, metrics)
+    live.tick(POLICY)
+    assert live.batch is None and taints(api, "gpu-hyb-1") == []
+    live.tick(POLICY)  # planned again, tainted this time
+    assert live.batch is not None and evictions(api) == []
+    live.tick(POLICY)
+    assert evictions(api) == MOVING[:1]

@@ -6,7 +6,7 @@ alike), and moves one step:
 - without a batch under way, it plans (`core.consolidation.rebalance`); the nodes the plan
   frees get poolguard's NoSchedule taint `poolguard.dev/rebalancing` (as Karpenter taints
   a node it disrupts), so no new pod lands there while they empty, and their pods become
-  the batch's moves;
+  the batch's moves; a node that cannot be tainted makes it abandon the batch unstarted;
 - with a batch, each workload with no move in flight, and settled (a rollout or a scale
   that began since the plan is waited for), evicts its next pod through the Eviction
   API, within a cluster-wide budget of moves a minute. The pod's
@@ -146,7 +146,9 @@ class Rebalancer:
             pending.setdefault(move.mover.workload, deque()).append(move.mover)
         self.batch = Batch({node.node for node in plan.freed}, pending, now)
         for node in sorted(self.batch.nodes):
-            self._set_taint(node, True)
+            if not self._set_taint(node, True):  # no eviction without the taint's guard
+                self._abandon(f"node {node} could not be tainted")
+                return
         log.info("rebalance: emptying %s (%d moves)", ", ".join(sorted(self.batch.nodes)),
                  len(plan.moves))
 
@@ -252,8 +254,9 @@ class Rebalancer:
 
     # ----- the taint -------------------------------------------------------------------
 
-    def _set_taint(self, node: str, present: bool) -> None:
-        """Add or remove poolguard's taint, guarded by the node's resourceVersion."""
+    def _set_taint(self, node: str, present: bool) -> bool:
+        """Add or remove poolguard's taint, guarded by the node's resourceVersion; False
+        when that failed (logged)."""
         for _ in range(3):
             try:
                 current = request_json(self.api, "GET", f"/api/v1/nodes/{node}")
@@ -265,15 +268,18 @@ class Rebalancer:
                          "spec": {"taints": taints}}
                 request_json(self.api, "PATCH", f"/api/v1/nodes/{node}", body=patch,
                              content_type=MERGE_PATCH)
-                return
+                return True
             except ConflictError:
                 continue
             except NotFoundError:
-                return
+                return not present  # a node that is gone holds no taint
             except (ApiError, urllib3.exceptions.HTTPError, OSError) as err:
                 log.warning("rebalance: %s the taint on node %s failed: %s",
                             "adding" if present else "removing", node, describe_error(err))
-                return
+                return False
+        log.warning("rebalance: node %s kept changing; its taint was not %s", node,
+                    "added" if present else "removed")
+        return False
 
 
 def _siblings(view: Snapshot, pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
