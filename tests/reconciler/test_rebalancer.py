@@ -276,3 +276,17 @@ def test_without_its_taint_a_node_is_not_emptied(cluster) -> None:
     assert live.batch is not None and evictions(api) == []
     live.tick(POLICY)
     assert evictions(api) == MOVING[:1]
+
+
+def test_a_rebalancer_that_lost_the_lease_writes_nothing(cluster) -> None:
+    api, client = cluster
+    leading = [True]
+    live = Rebalancer(client, lambda: read_snapshot(client), Metrics(), RebalanceSettings(),
+                      Clock(), may_write=lambda: leading[0])
+    live.tick(POLICY)
+    assert taints(api, "gpu-hyb-1") != []
+    leading[0] = False
+    live.tick(POLICY)
+    assert evictions(api) == []
+    live.forget()
+    assert live.batch is None and taints(api, "gpu-hyb-1") != []  # the next leader's reset

@@ -95,8 +95,10 @@ class Rebalancer:
 
     def __init__(self, api: client.ApiClient, read: Callable[[], Snapshot],
                  metrics: Metrics, settings: RebalanceSettings | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 may_write: Callable[[], bool] = lambda: True) -> None:
         self.api, self.read, self.metrics = api, read, metrics
+        self.may_write = may_write  # checked before every write: the Lease may be lost
         self.settings = settings or RebalanceSettings()
         self.clock = clock
         self.budget = TokenBucket(self.settings.moves_per_minute / 60.0, 1, clock)
@@ -124,9 +126,9 @@ class Rebalancer:
                 self._advance(view, policy)
 
     def forget(self) -> None:
-        """Drop the batch without writing (leadership lost: the next leader resets)."""
-        with self._lock:
-            self.batch = None
+        """Drop the batch without writing (leadership lost: the next leader resets); a
+        step under way writes nothing more (`may_write`)."""
+        self.batch = None
 
     def abandon(self, why: str) -> None:
         """Drop the batch and remove its taints (the policy turned it off, shutdown)."""
@@ -212,7 +214,7 @@ class Rebalancer:
         workload_now = workload_of(view, pod, mover.namespace)
         if not workload_now.ref or unsettled_reason(workload_now, _siblings(view, pod)):
             return  # a rollout or a scale began since the plan: wait until it settles
-        if not self.budget.try_acquire():
+        if not self.may_write() or not self.budget.try_acquire():
             return
         body = {"apiVersion": "policy/v1", "kind": "Eviction",
                 "metadata": {"name": mover.name, "namespace": mover.namespace}}
@@ -256,7 +258,9 @@ class Rebalancer:
 
     def _set_taint(self, node: str, present: bool) -> bool:
         """Add or remove poolguard's taint, guarded by the node's resourceVersion; False
-        when that failed (logged)."""
+        when that failed (logged) or this process may not write any more."""
+        if not self.may_write():
+            return False
         for _ in range(3):
             try:
                 current = request_json(self.api, "GET", f"/api/v1/nodes/{node}")

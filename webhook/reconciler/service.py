@@ -78,7 +78,9 @@ class Service:
         # too little of pods and nodes for the plan), and only while the policy enables it.
         self.rebalancer = None if options.dry_run else Rebalancer(
             api, lambda: read_snapshot(api), self.metrics,
-            RebalanceSettings(moves_per_minute=options.rebalance_moves_per_minute))
+            RebalanceSettings(moves_per_minute=options.rebalance_moves_per_minute),
+            may_write=self.is_leader)
+        self._rebalance_reset = threading.Event()  # set when leadership begins
         self._failures: Counter[PodKey] = Counter()
         self._worker_died = False
         self.cluster.on_event(self._on_event)
@@ -124,11 +126,11 @@ class Service:
         if self.elector is not None:
             threads.append(threading.Thread(target=self.elector.run, args=(stop,),
                                             daemon=True, name="lease"))
+        else:
+            self.enqueue_all()
         if self.rebalancer is not None:
             threads.append(threading.Thread(target=self._rebalance_loop, args=(stop,),
                                             daemon=True, name="rebalance"))
-        else:
-            self.enqueue_all()
         for thread in threads:
             thread.start()
         return threads
@@ -176,8 +178,7 @@ class Service:
 
     def _on_leadership(self, leading: bool) -> None:
         if leading:
-            if self.rebalancer is not None:  # no taint of a former leader's may stay
-                self._guarded(self.rebalancer.reset)
+            self._rebalance_reset.set()  # the rebalance thread removes a former leader's taints
             self.enqueue_all()
         else:  # only the leader counts: a former leader's numbers would go stale
             self.metrics.set_foreign_cost_pods({})
@@ -192,6 +193,9 @@ class Service:
             policy = self.reconciler.policy
             if not self.is_leader() or policy is None:
                 continue
+            if self._rebalance_reset.is_set():  # whatever the policy: no taint may stay
+                self._rebalance_reset.clear()
+                self._guarded(rebalancer.reset)
             if policy.rebalance.enabled:
                 self._guarded(functools.partial(rebalancer.tick, policy))
             else:
