@@ -18,7 +18,7 @@ from tests.support.install import PY, REPO, assert_one_line_error, run
 from tests.support.serving import free_port, make_certs
 
 STATE = REPO / "examples" / "cluster-state.yaml"
-COMMANDS = (["plan"], ["serve"], ["reconcile"])
+COMMANDS = (["plan"], ["serve"], ["reconcile"], ["rebalance"])
 
 
 # --- serve ------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from tests.support.serving import free_port, make_certs
 
 STATE = REPO / "examples" / "cluster-state.yaml"
 POLICY = REPO / "examples" / "policy.yaml"
+REBALANCE_STATE = REPO / "examples" / "rebalance-state.yaml"
 
 
 def without_cluster(home: Path) -> dict[str, str]:
@@ -184,6 +185,7 @@ COMMANDS = [
     ["-m", "webhook", "policy", "check", str(POLICY)],
     ["-m", "webhook", "plan", "--state", str(STATE), "--workload", "deploy/ml/llm-serve",
      "--replicas", "3"],
+    ["-m", "webhook", "rebalance", "--state", str(REBALANCE_STATE), "--dry-run"],
     ["-m", "certs", "ca-bundle", "--out-dir", "DIR"],
 ]
 

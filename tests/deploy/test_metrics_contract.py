@@ -40,9 +40,10 @@ KUBECTL = shutil.which("kubectl")
 METRIC_NAME = re.compile(r"\bpoolguard_[a-z0-9_]+")
 # The reconciler's metrics: poolguard_reconciler_*, and the per-writer count of pods whose
 # deletion cost another controller owns and the free nodes per pool (only the reconciler
-# sees every pod).
+# sees every pod), and the rebalancer's moves (it runs in the reconciler).
 RECONCILER_METRICS = re.compile(
-    r"poolguard_reconciler_|poolguard_foreign_cost_pods$|poolguard_pool_free_nodes$")
+    r"poolguard_reconciler_|poolguard_foreign_cost_pods$|poolguard_pool_free_nodes$"
+    r"|poolguard_rebalance_")
 
 
 def free_port() -> int:

@@ -19,8 +19,12 @@ pointed at it with a kubeconfig or `Configuration(host=...)`):
   HTTP 410 with `gone_as_http = True`); no resourceVersion (or "0") starts with
   synthetic ADDED events for the current objects.
 
+The Eviction API (`POST .../pods/NAME/eviction`) with PodDisruptionBudgets (policy/v1):
+429 when the pod's budget allows no disruption, 500 when several budgets match.
+
 Resources: pods, nodes, namespaces, events, secrets, configmaps (core/v1), replicasets,
-deployments, statefulsets (apps/v1), leases (coordination.k8s.io/v1), mutating- and
+deployments, statefulsets (apps/v1), leases (coordination.k8s.io/v1),
+poddisruptionbudgets (policy/v1), mutating- and
 validatingwebhookconfigurations (admissionregistration.k8s.io/v1); the custom resources
 of the kind registry (leaderworkersets, rollouts, clonesets) only after
 `install_crd(kind)` (404 before, and after `remove_crd(kind)`). One global
@@ -58,6 +62,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from webhook.core.kinds.registry import WORKLOADS
+from webhook.core.objects.selectors import selector_matches
 
 Obj = dict[str, Any]
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
@@ -82,6 +87,7 @@ RESOURCE_TYPES = (
     ResourceType("leases", "Lease", "coordination.k8s.io/v1", True),
     ResourceType("secrets", "Secret", "v1", True),
     ResourceType("configmaps", "ConfigMap", "v1", True),
+    ResourceType("poddisruptionbudgets", "PodDisruptionBudget", "policy/v1", True),
     ResourceType("mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
                  "admissionregistration.k8s.io/v1", False),
     ResourceType("validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
@@ -104,13 +110,18 @@ def resource_type(kind: str) -> ResourceType:
 class ApiError(Exception):
     """An error answered as a Kubernetes Status object."""
 
-    def __init__(self, code: int, reason: str, message: str) -> None:
+    def __init__(self, code: int, reason: str, message: str,
+                 causes: list[Obj] | None = None) -> None:
         super().__init__(message)
         self.code, self.reason, self.message = code, reason, message
+        self.causes = causes
 
     def status(self) -> Obj:
-        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": self.message, "reason": self.reason, "code": self.code}
+        status = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                  "message": self.message, "reason": self.reason, "code": self.code}
+        if self.causes:
+            status["details"] = {"causes": self.causes}
+        return status
 
 
 @dataclass
@@ -161,6 +172,7 @@ class _Target:
     rtype: ResourceType
     namespace: str | None  # None: all namespaces (lists and watches only)
     name: str | None
+    subresource: str | None = None  # only pods' `eviction`
 
 
 class FakeKubeAPI:
@@ -430,6 +442,35 @@ class FakeKubeAPI:
             return copy.deepcopy(current)
         return self._commit(rtype, "MODIFIED", body)
 
+    def _evict(self, namespace: str, name: str) -> Obj:
+        """The Eviction API (pkg/registry/core/pod/storage/eviction.go): the pod's one
+        PodDisruptionBudget decides (429 with a DisruptionBudget cause when it allows no
+        disruption; 500 when several match), and an allowed eviction spends one of its
+        `status.disruptionsAllowed` and deletes the pod."""
+        pod = self._find(resource_type("Pod"), namespace, name)
+        labels = pod["metadata"].get("labels") or {}
+        budgets = [pdb for (ns, _), pdb in sorted(self._store["poddisruptionbudgets"].items())
+                   if ns == namespace and (pdb.get("spec") or {}).get("selector")
+                   and selector_matches(pdb["spec"]["selector"], labels)]
+        if len(budgets) > 1:
+            raise ApiError(500, "InternalError", "This pod has more than one "
+                           "PodDisruptionBudget, which the eviction subresource does not "
+                           "support.")
+        if budgets:
+            budget = copy.deepcopy(budgets[0])
+            status = budget.setdefault("status", {})
+            if int(status.get("disruptionsAllowed") or 0) < 1:
+                raise ApiError(429, "TooManyRequests", "Cannot evict pod as it would violate "
+                               "the pod's disruption budget.", causes=[{
+                                   "reason": "DisruptionBudget",
+                                   "message": f"The disruption budget "
+                                   f"{budget['metadata']['name']} needs more healthy pods"}])
+            status["disruptionsAllowed"] = int(status["disruptionsAllowed"]) - 1
+            self._commit(resource_type("PodDisruptionBudget"), "MODIFIED", budget)
+        self._delete(resource_type("Pod"), namespace, name)
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "code": 201}
+
     def _delete(self, rtype: ResourceType, namespace: str, name: str) -> Obj:
         current = self._find(rtype, namespace, name)
         del self._store[rtype.plural][(namespace, name)]
@@ -456,6 +497,10 @@ class FakeKubeAPI:
                headers: Mapping[str, str], body: bytes) -> tuple[int, Obj]:
         """Serve one non-watch request; returns (status, JSON body)."""
         with self._cond:
+            if target.subresource == "eviction":
+                if method != "POST":
+                    raise ApiError(405, "MethodNotAllowed", f"{method} is not supported")
+                return 201, self._evict(target.namespace or "", target.name or "")
             if method == "GET":
                 if target.name is None:
                     return 200, self._list(target, query)
@@ -765,13 +810,18 @@ def _parse_path(path: str) -> _Target:
     if len(rest) >= 3 and rest[0] == "namespaces":
         namespace, rest = rest[1], rest[2:]
     rtype = _BY_PATH.get((group_version, rest[0] if rest else ""))
+    subresource = None
+    if rtype is not None and rtype.plural == "pods" and len(rest) == 3 \
+            and rest[2] == "eviction" and namespace is not None:
+        subresource, rest = "eviction", rest[:2]
     if rtype is None or len(rest) > 2 or (namespace is not None and not rtype.namespaced):
         raise ApiError(404, "NotFound", f"the server could not find the requested resource "
                        f"({path})")
     name = rest[1] if len(rest) == 2 else None
     if name is not None and rtype.namespaced and namespace is None:
         raise ApiError(404, "NotFound", f"{rtype.plural} needs a namespace ({path})")
-    return _Target(rtype, namespace if rtype.namespaced else ("" if name else None), name)
+    return _Target(rtype, namespace if rtype.namespaced else ("" if name else None), name,
+                   subresource)
 
 
 def _with_namespace(body: Any, target: _Target) -> Obj:

@@ -1,1 +1,2 @@
-"""The command line: one module per command (plan, serve, reconcile) and shared argument types."""
+"""The command line: one module per command (plan, serve, reconcile, policy, rebalance) and
+shared argument types."""

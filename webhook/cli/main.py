@@ -11,6 +11,7 @@ from ..errors import EXIT_USAGE, InputError
 from .argtypes import OneLineErrors, add_version_flags, program_name, run_writing_stdout
 from .plan import add_plan_parser
 from .policy import add_policy_parser
+from .rebalance import add_rebalance_parser
 from .reconcile import add_reconcile_parser
 from .serve import add_serve_parser
 
@@ -19,6 +20,7 @@ PARSER_BUILDERS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_serve_parser,
     add_reconcile_parser,
     add_policy_parser,
+    add_rebalance_parser,
 ]
 
 

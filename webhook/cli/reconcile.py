@@ -95,6 +95,7 @@ def add_reconcile_parser(commands: argparse._SubParsersAction) -> None:
     add_cluster_arguments(parser)
     _add_mode_arguments(parser)
     _add_lease_arguments(parser)
+    _add_rebalance_arguments(parser)
     parser.set_defaults(run=run_reconcile)
 
 
@@ -148,6 +149,19 @@ def _add_lease_arguments(parser: argparse.ArgumentParser) -> None:
                        help="time between lease renewals and acquire attempts (default 2)")
 
 
+def _add_rebalance_arguments(parser: argparse.ArgumentParser) -> None:
+    rebalance = parser.add_argument_group(
+        "rebalance (only while the policy's rebalance.enabled is true; needs the rebalance "
+        "RBAC: the chart's rebalance.enabled, the rebalance overlay)")
+    rebalance.add_argument("--rebalance-interval", type=number(float, 0, above=True),
+                           default=30.0, metavar="SECONDS",
+                           help="read the cluster and step the rebalance plan this often "
+                           "(default 30)")
+    rebalance.add_argument("--rebalance-moves-per-minute", type=number(float, 0, above=True),
+                           default=6.0, metavar="N",
+                           help="evictions a minute, cluster-wide (default 6)")
+
+
 def options_from(args: argparse.Namespace) -> Options:
     """Options from parsed flags, with the defaults that depend on the environment."""
     if not args.retry_period < args.renew_deadline < args.lease_duration:
@@ -162,7 +176,9 @@ def options_from(args: argparse.Namespace) -> Options:
                    identity=args.identity or unique_identity(),
                    lease_namespace=namespace, lease_name=args.lease_name,
                    lease_duration=args.lease_duration, renew_deadline=args.renew_deadline,
-                   retry_period=args.retry_period)
+                   retry_period=args.retry_period,
+                   rebalance_interval=args.rebalance_interval,
+                   rebalance_moves_per_minute=args.rebalance_moves_per_minute)
 
 
 def run_reconcile(args: argparse.Namespace) -> int:

@@ -12,5 +12,6 @@ get the cost here. One concern per module, listed in the order they build on eac
 - writer.py     guarded merge patches, conflict retries, Events and log lines
 - passes.py     `--once` and `--cleanup` passes and their Summary line
 - preview.py    `--state FILE --dry-run`: the costs it would write, without a cluster
+- rebalancer.py overflow pods moved home while leading: evictions, the node taint, landings
 - service.py    the watch-driven Service: worker, resyncs, policy-file reloads, leadership
 """

@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 # A connection that sends nothing (or stalls mid-request) for this long is closed: each
 # holds a thread, and a scraper or probe that gave up must not keep one forever.
 IDLE_TIMEOUT_S = 10.0
+REBALANCE_RESULTS = ("evicted", "landed", "blocked", "failed", "bounced", "timeout",
+                     "abandoned")
 
 
 class Metrics:
@@ -66,6 +68,17 @@ class Metrics:
             "poolguard_foreign_cost_pods", "Governed pods whose deletion cost another "
             "controller owns (its managedFields manager), at the last resync; poolguard "
             "keeps their cost", ["manager"], registry=reg)
+        self.rebalance_moves = prom.Counter(
+            "poolguard_rebalance_moves", "Rebalance moves by result: evicted, landed (the "
+            "replacement is Ready at home), blocked (429: a PodDisruptionBudget said wait), "
+            "failed, bounced (the replacement landed outside its home), timeout and "
+            "abandoned (moves dropped with their batch)", ["result"], registry=reg)
+        self.rebalance_bounces = prom.Counter(
+            "poolguard_rebalance_bounces", "Replacements of rebalanced pods that the "
+            "scheduler placed outside their home pool (the workload is then held back)",
+            registry=reg)
+        for result in REBALANCE_RESULTS:
+            self.rebalance_moves.labels(result)
         for result in (PATCHED, "conflict", "gone", "error"):
             self.patches.labels(result)
         for outcome in (PATCHED, UNCHANGED_POD, KEPT, SKIPPED, FAILED):

@@ -21,3 +21,5 @@ class Options:
     lease_duration: int = 15
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    rebalance_interval: float = 30.0  # seconds between rebalance steps (policy-enabled only)
+    rebalance_moves_per_minute: float = 6.0

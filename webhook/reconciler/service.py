@@ -12,6 +12,7 @@ a failed write is retried with exponential backoff.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..cluster.live import LiveCluster
+from ..cluster.live import LiveCluster, read_snapshot
 from ..cluster.memory_budget import RECONCILER
 from ..cluster.memory_watch import MemoryWatch
 from ..cluster.state import PolicyHolder
@@ -33,6 +34,7 @@ from .lease import make_elector
 from .metrics import Metrics
 from .options import Options
 from .passes import Summary
+from .rebalancer import Rebalancer, RebalanceSettings
 from .workqueue import WorkQueue
 from .writer import Reconciler
 
@@ -74,6 +76,13 @@ class Service:
                                                                  self._on_leadership)
         self.reconciler = Reconciler(api, self.cluster, policy, options,
                                      may_write=self.is_leader, metrics=self.metrics, out=out)
+        # Moving overflow home reads the cluster fully at each step (the watch cache keeps
+        # too little of pods and nodes for the plan), and only while the policy enables it.
+        self.rebalancer = None if options.dry_run else Rebalancer(
+            api, lambda: read_snapshot(api), self.metrics,
+            RebalanceSettings(moves_per_minute=options.rebalance_moves_per_minute),
+            may_write=self.is_leader)
+        self._rebalance_reset = threading.Event()  # set when leadership begins
         self._failures: Counter[PodKey] = Counter()
         self._worker_died = False
         self.cluster.on_event(self._on_event)
@@ -112,6 +121,8 @@ class Service:
         finally:
             for thread in threads:
                 thread.join(timeout=5)
+            if self.rebalancer is not None and self.is_leader():
+                self._guarded(functools.partial(self.rebalancer.abandon, "stopping"))
             if self.elector is not None:
                 self.elector.release()
             self.cluster.stop()
@@ -124,6 +135,9 @@ class Service:
                                             daemon=True, name="lease"))
         else:
             self.enqueue_all()
+        if self.rebalancer is not None:
+            threads.append(threading.Thread(target=self._rebalance_loop, args=(stop,),
+                                            daemon=True, name="rebalance"))
         for thread in threads:
             thread.start()
         return threads
@@ -171,9 +185,36 @@ class Service:
 
     def _on_leadership(self, leading: bool) -> None:
         if leading:
+            self._rebalance_reset.set()  # the rebalance thread removes a former leader's taints
             self.enqueue_all()
         else:  # only the leader counts: a former leader's numbers would go stale
             self.metrics.set_foreign_cost_pods({})
+            if self.rebalancer is not None:
+                self.rebalancer.forget()  # the next leader removes its taints
+
+    def _rebalance_loop(self, stop: threading.Event) -> None:
+        """Step the rebalance plan every --rebalance-interval while leading and enabled."""
+        assert self.rebalancer is not None
+        rebalancer = self.rebalancer
+        while not stop.wait(self.options.rebalance_interval):
+            policy = self.reconciler.policy
+            if not self.is_leader() or policy is None:
+                continue
+            if self._rebalance_reset.is_set():  # whatever the policy: no taint may stay
+                self._rebalance_reset.clear()
+                self._guarded(rebalancer.reset)
+            if policy.rebalance.enabled:
+                self._guarded(functools.partial(rebalancer.tick, policy))
+            else:
+                self._guarded(lambda: rebalancer.abandon("rebalance.enabled is false"))
+
+    @staticmethod
+    def _guarded(step: Callable[[], None]) -> None:
+        """Run a rebalance step; a failure is logged, and the next step tries again."""
+        try:
+            step()
+        except Exception:
+            log.exception("rebalance step failed")
 
     def _free_nodes(self) -> dict[str, int]:
         """Per pool of the policy, its nodes with no pod holding them."""

@@ -1,4 +1,5 @@
-"""Freeing whole nodes: pools as bands of costs, and each pod's rank by node inside its band.
+"""Freeing whole nodes: pools as bands of costs, each pod's rank by node inside its band,
+and overflow pods moved home.
 
 - pool_bands.py       the int32 values each pool's pods may carry, and how bands nest
 - node_occupancy.py   what holds a node (GPU pods, or pods on nodes offering no GPU) and
@@ -6,4 +7,6 @@
 - node_rank.py        a pod's place inside its band: how cheaply its node empties
 - pod_cost.py         the cost a governed pod should carry: its pool's, or its node rank
 - freed_nodes.py      what a predicted scale-down frees, and the best it could
+- rebalance/          the other way to free nodes: overflow pods moved home, whole nodes
+                      at a time (the plan; the reconciler carries it out)
 """

@@ -57,9 +57,19 @@ def _check_spec(spec: Mapping[str, Any], where: str) -> None:
     _string_map(selector, "matchLabels", f"{where}.selector")
     _expressions(selector, f"{where}.selector")
     _check_affinity(spec, where)
-    for i, container in enumerate(_list(spec, "initContainers", where)):
-        if not isinstance(container, Mapping):
-            raise ShapeError(f"{where}.initContainers[{i}]: must be an object")
+    for key in ("containers", "initContainers"):
+        for i, container in enumerate(_list(spec, key, where)):
+            if not isinstance(container, Mapping):
+                raise ShapeError(f"{where}.{key}[{i}]: must be an object")
+            resources = _mapping(container, "resources", f"{where}.{key}[{i}]")
+            for part in ("requests", "limits"):
+                _mapping(resources, part, f"{where}.{key}[{i}].resources")
+    # What the rebalance plan reads of a pod and a node: scheduling constraints, overhead.
+    for key in ("tolerations", "taints"):
+        for i, item in enumerate(_list(spec, key, where)):
+            if not isinstance(item, Mapping):
+                raise ShapeError(f"{where}.{key}[{i}]: must be an object")
+    _mapping(spec, "overhead", where)
     _mapping(spec, "strategy", where)
     # A LeaderWorkerSet's group size decides which pods a scale-down removes.
     group = _mapping(spec, "leaderWorkerTemplate", where)
@@ -82,10 +92,20 @@ def _check_affinity(spec: Mapping[str, Any], where: str) -> None:
         if not isinstance(term, Mapping):
             raise ShapeError(f"{term_where}: must be an object")
         _expressions(term, term_where)
+        _expressions(term, term_where, "matchFields")
+    preferred = "preferredDuringSchedulingIgnoredDuringExecution"
+    preferred_where = f"{where}.affinity.nodeAffinity.{preferred}"
+    for i, term in enumerate(_list(node_affinity, preferred, f"{where}.affinity.nodeAffinity")):
+        if not isinstance(term, Mapping):
+            raise ShapeError(f"{preferred_where}[{i}]: must be an object")
+        _expressions(_mapping(term, "preference", f"{preferred_where}[{i}]"),
+                     f"{preferred_where}[{i}].preference")
 
 
 def _check_status(status: Mapping[str, Any], where: str) -> None:
     _typed(status, "phase", str, where)
+    for key in ("allocatable", "capacity"):
+        _mapping(status, key, where)
     for key in ("replicas", "availableReplicas"):
         _typed(status, key, int, where)
     for i, condition in enumerate(_list(status, "conditions", where)):
@@ -99,9 +119,9 @@ def _check_status(status: Mapping[str, Any], where: str) -> None:
             _typed(container, "restartCount", int, f"{where}.{key}[{i}]")
 
 
-def _expressions(parent: Mapping[str, Any], where: str) -> None:
-    for j, expr in enumerate(_list(parent, "matchExpressions", where)):
-        expr_where = f"{where}.matchExpressions[{j}]"
+def _expressions(parent: Mapping[str, Any], where: str, key: str = "matchExpressions") -> None:
+    for j, expr in enumerate(_list(parent, key, where)):
+        expr_where = f"{where}.{key}[{j}]"
         if not isinstance(expr, Mapping):
             raise ShapeError(f"{expr_where}: must be an object")
         if not all(isinstance(v, str) for v in _list(expr, "values", expr_where)):

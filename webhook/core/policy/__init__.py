@@ -3,4 +3,5 @@
 - policy.py        its shape, validation with field-named errors, and pool lookups
 - policy_text.py   the policy explained in plain words (`policy check`)
 - policy_schema.py its JSON Schema, generated from the model (`policy schema`, the chart)
+- rebalance_policy.py  the `rebalance` section: moving overflow pods home (off by default)
 """

@@ -28,6 +28,7 @@ from ..cost.deletion_cost import INT32_MAX, INT32_MIN
 from ..errors import InputError
 from ..objects.kube import labels_of
 from ..objects.selectors import LABEL_SELECTOR_SCHEMA, SelectorError, validate_selector
+from .rebalance_policy import RebalancePolicy, RebalancePolicyError, parse_rebalance
 
 ENFORCEMENTS = ("enforce", "warn", "dryrun")
 DEFAULT_EXEMPT_USERS = ("system:serviceaccount:kube-system:deployment-controller",)
@@ -227,6 +228,9 @@ class Policy:
     gpu_resources: tuple[str, ...] = described(
         "the extended resources that count as GPUs in a node's occupancy",
         DEFAULT_GPU_RESOURCES, schema={"minItems": 1, "items": {"pattern": _RESOURCE_NAME.pattern}})
+    rebalance: RebalancePolicy = described(
+        "moving settled overflow pods back to their protected pool, whole nodes at a time",
+        default_factory=RebalancePolicy, schema={"type": ["object", "null"]})
 
     @property
     def bands(self) -> list[Band]:
@@ -328,6 +332,10 @@ def parse_policy(document: Any, source: str = "policy") -> Policy:
         except SelectorError as err:
             raise PolicyError(f"{source}: {err}") from None
         selectors[key] = value
+    try:
+        rebalance = parse_rebalance(document.get("rebalance"), pools)
+    except RebalancePolicyError as err:
+        raise PolicyError(f"{source}: {err}") from None
     return Policy(
         pool_label=pool_label,
         pools=pools,
@@ -337,6 +345,7 @@ def parse_policy(document: Any, source: str = "policy") -> Policy:
         scale_down=_parse_scale_down(_or_empty(document.get("scaleDown"), {}), source),
         gpu_resources=_gpu_resources(document.get("gpuResources", list(DEFAULT_GPU_RESOURCES)),
                                      source),
+        rebalance=rebalance,
     )
 
 

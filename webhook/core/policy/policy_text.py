@@ -23,8 +23,27 @@ ENFORCEMENT_WORDS = {
 
 
 def explain_policy(policy: Policy) -> list[str]:
-    """The policy as sentences, grouped: pools and costs, scope, scale-down rules."""
-    return [*_pools(policy), "", *_scope(policy), "", *_rules(policy)]
+    """The policy as sentences, grouped: pools and costs, scope, scale-down rules, and the
+    rebalance section when the file sets it."""
+    lines = [*_pools(policy), "", *_scope(policy), "", *_rules(policy)]
+    rebalance = _rebalance(policy)
+    return [*lines, "", *rebalance] if rebalance else lines
+
+
+def _rebalance(policy: Policy) -> list[str]:
+    """The rebalance section in words, or nothing when it is left at its default."""
+    section = policy.rebalance
+    if not section.enabled and not section.priority_class_pools:
+        return []
+    state = "on" if section.enabled else "off"
+    what = ("the reconciler holding the Lease moves settled overflow pods home, whole nodes "
+            "at a time" if section.enabled else "nothing is moved; `rebalance --dry-run` shows "
+            "the plan")
+    lines = [f"Rebalance: {state}: {what} (docs/rebalance.md)."]
+    for name, pool in sorted(section.priority_class_pools.items()):
+        lines.append(f"  pods of PriorityClass {name} whose preferred node affinity names no "
+                     f"pool belong in pool {pool}")
+    return lines
 
 
 def _pools(policy: Policy) -> list[str]:
