@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support import cloneset_factories as cf
 from tests.support import factories as f
 from tests.support.custom_kinds import custom_kinds_state, lws_objects, rollout_objects
 from tests.support.kubeapi import items_of
@@ -128,3 +129,37 @@ def test_a_workload_the_core_cannot_read_is_one_error_line(tmp_path, capsys, mon
                          "--replicas", "1")
     assert (code, out) == (2, "")
     assert err.startswith("error: LeaderWorkerSet ml/llm: ") and err.count("\n") == 1, err
+
+
+def specified_cloneset_state(tmp_path: Path, pods_to_delete: list[str]) -> Path:
+    """The example state plus a CloneSet of three, its inference pod priced as poolguard
+    prices it and its two hybrid pods below, `pods_to_delete` in its scaleStrategy."""
+    clone = cf.cloneset("llm-clone", replicas=3,
+                        spec={"scaleStrategy": {"podsToDelete": pods_to_delete}})
+    pods = [cf.clone_pod(clone, f"llm-clone-{i}", node, cost=cost)
+            for i, (node, cost) in enumerate([("gpu-inf-1", "1000"), ("gpu-hyb-1", "-100"),
+                                              ("gpu-hyb-1", "-100")])]
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump(f.kube_list(
+        *items_of(yaml.safe_load_all(EXAMPLE_STATE.read_text())), clone, *pods)))
+    return path
+
+
+def test_a_cloneset_pod_named_in_pods_to_delete_gets_the_fix_that_fixes_it(tmp_path, capsys):
+    """The inference pod named in podsToDelete goes whatever the costs: the fix names the
+    entry to remove (no cost, no cost warning), and without it the same scale is allowed."""
+    argv = ["--workload", "clone/ml/llm-clone", "--replicas", "2", "--now", NOW, "-o", "json"]
+    code, out, err = run(capsys, "--state", str(specified_cloneset_state(
+        tmp_path, ["llm-clone-0"])), *argv)
+    assert (code, err) == (0, "")
+    document = json.loads(out)
+    assert [v["name"] for v in document["victims"]] == ["llm-clone-0"]
+    assert document["victims"][0]["reason"] == "named in spec.scaleStrategy.podsToDelete"
+    assert [v["fixes"] for v in document["violations"]] == [[
+        "if pod llm-clone-0 need not go, remove it from spec.scaleStrategy.podsToDelete "
+        "(kubectl edit cloneset -n ml llm-clone), then retry: CloneSet ml/llm-clone deletes "
+        "the pod named there first, whatever the count or cost"]]
+    assert not any("deletion cost" in w for w in document["warnings"])
+    code, out, err = run(capsys, "--state", str(specified_cloneset_state(tmp_path, [])), *argv)
+    document = json.loads(out)
+    assert document["allowed"] and [v["pool"] for v in document["victims"]] == ["hybrid"]

@@ -315,8 +315,7 @@ def test_a_victim_the_controllers_own_rules_choose_says_why() -> None:
             cf.clone_pod(cs, "named", "inf-2", cost="1000", specified=True),
             cf.clone_pod(cs, "old-hybrid", "hyb-2", cost="-100", revision=cf.OLD)]
     reasons = predict(cs, pods, 3).reasons
-    assert reasons == {"named": "specified for deletion (scaleStrategy.podsToDelete or the "
-                                "apps.kruise.io/specified-delete label)"}
+    assert reasons == {"named": "labelled apps.kruise.io/specified-delete"}
     pods[2] = cf.clone_pod(cs, "new-inference", "inf-2", cost="1000")
     reasons = predict(cs, pods, 2).reasons
     assert set(reasons) == {"old-inference", "old-hybrid"}

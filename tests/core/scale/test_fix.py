@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.cli.test_twin import rolling
+from tests.support import cloneset_factories as cf
 from tests.support import factories as f
 from tests.support import lws_factories as lf
 from webhook.core.objects.kube import parse_time_ns
@@ -161,3 +162,58 @@ def test_when_nothing_helps_the_fix_says_to_keep_the_count():
 def test_no_kind_gives_the_old_advice_nobody_can_act_on(kind):
     from webhook.core.kinds.registry import BY_KIND
     assert callable(BY_KIND[kind].fix)
+
+
+def clonesets(pods_to_delete: list[str], labelled: tuple[str, ...] = ()):
+    """A CloneSet of three: web-0 on inference, web-1 and web-2 on hybrid, priced by pool."""
+    cs = cf.cloneset("web", replicas=3, spec={"scaleStrategy": {"podsToDelete": pods_to_delete}})
+    pods = [cf.clone_pod(cs, f"web-{i}", node, cost=cost, specified=f"web-{i}" in labelled)
+            for i, (node, cost) in enumerate([("inf-1", "1000"), ("hyb-1", "-100"),
+                                               ("hyb-2", "-100")])]
+    return [cs, *pods], cs
+
+
+def test_a_cloneset_pod_named_in_pods_to_delete_is_fixed_by_taking_it_out_of_the_list():
+    """The controller deletes a named pod before any cost counts: the fix names the list
+    entry to remove, never a cost, and without the entry the same scale is allowed."""
+    objects, cs = clonesets(["web-0"])
+    assert fixes(objects, cs, 2) == [
+        "if pod web-0 need not go, remove it from spec.scaleStrategy.podsToDelete (kubectl "
+        "edit cloneset -n ml web), then retry: CloneSet ml/web deletes the pod named there "
+        "first, whatever the count or cost"]
+    verdict = assess_scale(Snapshot([*NODES, *objects]), POLICY, cs, 2, NOW).verdict
+    assert not any("deletion cost" in w for w in verdict.warnings)  # no cost spares it
+    fixed, cs = clonesets([])
+    assert assess_scale(Snapshot([*NODES, *fixed]), POLICY, cs, 2, NOW).verdict.allowed
+
+
+def test_a_cloneset_pod_labelled_for_deletion_is_fixed_by_taking_the_label_off():
+    objects, cs = clonesets([], labelled=("web-0",))
+    assert fixes(objects, cs, 2) == [
+        "if pod web-0 need not go, take the label off, then retry: kubectl label pod -n ml "
+        "web-0 apps.kruise.io/specified-delete- (CloneSet ml/web deletes a pod so labelled "
+        "first, whatever the count or cost)"]
+
+
+def test_a_cloneset_fix_undoes_each_specification_and_steers_the_ranked_victims_by_cost():
+    """web-0 named and labelled, web-3 on inference chosen by the ranking for its cost:
+    both entries to undo for web-0, a cost for the hybrid survivor for web-3."""
+    cs = cf.cloneset("web", replicas=4, spec={"scaleStrategy": {"podsToDelete": ["web-0"]}})
+    objects = [cs, *[cf.clone_pod(cs, f"web-{i}", node, cost=cost, specified=i == 0)
+                     for i, (node, cost) in enumerate([("inf-1", "1000"), ("hyb-1", "5000"),
+                                                       ("inf-2", "1000"), ("inf-1", "-100")])]]
+    options = fixes(objects, cs, 2)
+    assert options[0].startswith("if pod web-0 need not go, remove it from "
+                                 "spec.scaleStrategy.podsToDelete")
+    assert options[1].startswith("if pod web-0 need not go, take the label off")
+    assert options[2] == ("give the surviving pod outside protected pools a cost below -100, "
+                          f"then retry: kubectl annotate pod -n ml web-1 {ANNOTATION}=-101 "
+                          "--overwrite")
+
+
+def test_a_cloneset_fix_counts_its_pods():
+    objects, cs = clonesets(["web-0", "web-1"])
+    objects[2]["spec"]["nodeName"] = "inf-2"
+    (option,) = [o for o in fixes(objects, cs, 1) if "podsToDelete" in o]
+    assert option.startswith("if pods web-0 and web-1 need not go, remove them from ")
+    assert "deletes the pods named there first" in option

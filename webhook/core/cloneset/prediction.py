@@ -31,11 +31,15 @@ from ..replicaset.active_pods_with_ranks import RankedPod, TieGroup, ranked_pod
 from ..scale.prediction import Blocked, ScalePrediction
 from ..statefulset.stateful_set_control import Wait
 from ..view.cluster import ClusterView, candidate_pod_facts
-from .cloneset_pod import CloneSetPod
+from .cloneset_pod import SPECIFIED_DELETE_LABEL, CloneSetPod
 from .cloneset_spec import CloneSetSpec
 from .scale_sync import HELD_BY_LIMIT, ScaleIn, Tie, scale_in
 
 KIND = "CloneSet"
+# Why a specified pod goes, by what specifies it: its fix undoes that (fix.py).
+NAMED_TO_DELETE = "named in spec.scaleStrategy.podsToDelete"
+LABELLED_TO_DELETE = f"labelled {SPECIFIED_DELETE_LABEL}"
+NAMED_AND_LABELLED = f"{NAMED_TO_DELETE} and {LABELLED_TO_DELETE}"
 
 
 def cloneset_pods(view: ClusterView, cloneset: Mapping[str, Any]) -> list[PodFacts]:
@@ -122,13 +126,23 @@ def _reasons(spec: CloneSetSpec, outcome: ScaleIn) -> dict[str, str]:
                            if id(p) not in going)
     reasons = {}
     for pod in [*outcome.deleted, *outcome.held]:
-        if pod.specified_delete or pod.name in spec.pods_to_delete:
-            reasons[pod.name] = ("specified for deletion (scaleStrategy.podsToDelete or the "
-                                 "apps.kruise.io/specified-delete label)")
+        specified = _specified_by(spec, pod)
+        if specified:
+            reasons[pod.name] = specified
         elif updated_survives and not pod.of_revision(spec.update_revision):
             reasons[pod.name] = ("of an old revision: the CloneSet scales in old revisions "
                                  "first")
     return reasons
+
+
+def _specified_by(spec: CloneSetSpec, pod: CloneSetPod) -> str | None:
+    """What specifies `pod` for deletion (the list, the label, both), None when nothing."""
+    named = pod.name in spec.pods_to_delete
+    if named and pod.specified_delete:
+        return NAMED_AND_LABELLED
+    if named:
+        return NAMED_TO_DELETE
+    return LABELLED_TO_DELETE if pod.specified_delete else None
 
 
 def _notes(spec: CloneSetSpec, outcome: ScaleIn) -> list[str]:

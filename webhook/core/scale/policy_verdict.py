@@ -205,7 +205,9 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
         verdict.allowed = rules.enforcement != "enforce"
         verdict.lost_protected, verdict.kept_outside = lost_protected, surviving_other
         if BY_KIND[prediction.kind].deletion_cost:  # else it plays no part
-            _add_cost_hint(verdict, lost_protected, surviving_other, describe)
+            # A victim its controller chose by its own rule (a reason) no cost spares.
+            ranked = [p for p in lost_protected if p.name not in prediction.reasons]
+            _add_cost_hint(verdict, ranked, surviving_other, describe)
     return verdict
 
 
