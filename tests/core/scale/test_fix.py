@@ -116,11 +116,36 @@ def test_a_statefulset_fix_names_the_highest_ordinals_to_move_never_a_cost():
     objects = [sts, *[f.pod(f"kv-{i}", node_name=node, owner=sts)
                       for i, node in enumerate(["hyb-1", "inf-1", "inf-2"])]]
     options = fixes(objects, sts, 1)
+    # Deleted, they come back on the nodes they left unless those are cordoned; each is
+    # down meanwhile and comes back with its claims, to its node on a local volume.
     assert options == [
-        "StatefulSet ml/kv removes its highest ordinals first whatever their node, so only "
-        "moving them off protected pools helps: kubectl delete pod -n ml kv-2 kv-1 recreates "
-        "them, same names, where the scheduler places them now; then retry"]
+        "kubectl cordon inf-1 inf-2, then kubectl delete pod -n ml kv-2 kv-1: each is down "
+        "until recreated with its claims (a local PersistentVolume pins one to its node); "
+        "retry, then uncordon"]
     assert not any("cost" in o for o in options)
+
+
+def test_a_statefulset_fix_for_one_pod_speaks_of_one():
+    sts = f.statefulset("kv", replicas=3)
+    objects = [sts, *[f.pod(f"kv-{i}", node_name=node, owner=sts)
+                      for i, node in enumerate(["hyb-1", "hyb-2", "inf-2"])]]
+    assert fixes(objects, sts, 2) == [
+        "kubectl cordon inf-2, then kubectl delete pod -n ml kv-2: it is down until recreated "
+        "with its claims (a local PersistentVolume pins it to its node); retry, then "
+        "uncordon"]
+
+
+def test_a_move_fix_with_long_node_names_names_as_many_nodes_as_fit():
+    nodes = [f.node(f"ip-10-0-{i}-{i}.eu-west-1.compute.internal", "inference") for i in range(4)]
+    sts = f.statefulset("kv-cache-for-the-largest-model", replicas=5)
+    objects = [*nodes, sts, f.pod("kv-cache-for-the-largest-model-0", node_name="hyb-1",
+                                  owner=sts),
+               *[f.pod(f"kv-cache-for-the-largest-model-{i + 1}",
+                       node_name=node["metadata"]["name"], owner=sts)
+                 for i, node in enumerate(nodes)]]
+    (option,) = fixes(objects, sts, 1)
+    assert "cordon" in option
+    assert "kv-cache-for-the-largest-model-4" in option and "retry, then uncordon" in option
 
 
 def test_a_stalled_ordered_ready_statefulset_says_what_it_waits_on():
@@ -141,9 +166,18 @@ def test_a_leaderworkerset_fix_names_the_group_leader_to_delete_and_the_safe_gro
     assert fixes(objects, lws, 1) == [
         "scale to 2 groups or more for now (the smallest count that removes no "
         "protected-pool pod)",
-        "delete the leader pod of group 1 (kubectl delete pod -n ml llm-1): LeaderWorkerSet "
-        "ml/llm recreates each whole group where the scheduler places it now; retry once it "
-        "runs outside protected pools"]
+        "kubectl cordon inf-1 inf-2, then kubectl delete pod -n ml llm-1 (the leader of group "
+        "1): it serves nothing until LeaderWorkerSet ml/llm recreates it whole; retry once off "
+        "protected pools, then uncordon"]
+
+
+def test_a_leaderworkerset_fix_for_two_groups_speaks_of_two():
+    lws, objects = lf.lws_state([["hyb-1", "hyb-1"], ["inf-1", "inf-2"], ["inf-2", "hyb-2"]])
+    (option,) = [o for o in fixes(objects, lws, 1) if "leader" in o]
+    assert option == (
+        "kubectl cordon inf-1 inf-2, then kubectl delete pod -n ml llm-2 llm-1 (the leaders "
+        "of groups 2 and 1): they serve nothing until LeaderWorkerSet ml/llm recreates them "
+        "whole; retry once off protected pools, then uncordon")
 
 
 def test_when_nothing_helps_the_fix_says_to_keep_the_count():
@@ -158,7 +192,7 @@ def test_when_nothing_helps_the_fix_says_to_keep_the_count():
 
 
 @pytest.mark.parametrize("kind", ["Deployment", "ReplicaSet", "StatefulSet", "LeaderWorkerSet",
-                                  "Rollout"])
+                                  "Rollout", "CloneSet"])
 def test_no_kind_gives_the_old_advice_nobody_can_act_on(kind):
     from webhook.core.kinds.registry import BY_KIND
     assert callable(BY_KIND[kind].fix)
