@@ -163,3 +163,34 @@ def test_a_cloneset_pod_named_in_pods_to_delete_gets_the_fix_that_fixes_it(tmp_p
     code, out, err = run(capsys, "--state", str(specified_cloneset_state(tmp_path, [])), *argv)
     document = json.loads(out)
     assert document["allowed"] and [v["pool"] for v in document["victims"]] == ["hybrid"]
+
+
+def test_a_specified_cloneset_pod_below_the_count_is_blocked_then_judged_gone(tmp_path, capsys):
+    """5 replicas asked, 3 pods: going to 4 still lacks one, whose creation
+    scaleStrategy.maxUnavailable (1) holds back while llm-clone-2 is not available. The
+    named inference pod goes only after that creation: blocked, waiting on llm-clone-2, and
+    the verdict judges the state without it."""
+    clone = cf.cloneset("llm-clone", replicas=5, spec={
+        "minReadySeconds": 60,
+        "scaleStrategy": {"podsToDelete": ["llm-clone-0"], "maxUnavailable": 1}})
+    pods = [cf.clone_pod(clone, "llm-clone-0", "gpu-inf-1", cost="1000"),
+            cf.clone_pod(clone, "llm-clone-1", "gpu-hyb-1", cost="-100"),
+            cf.clone_pod(clone, "llm-clone-2", "gpu-hyb-1", cost="-100",
+                         ready_time="2026-11-22T11:59:50Z")]
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump(f.kube_list(
+        *items_of(yaml.safe_load_all(EXAMPLE_STATE.read_text())), clone, *pods)))
+    code, out, err = run(capsys, "--state", str(path), "--workload", "clone/ml/llm-clone",
+                         "--replicas", "4", "--now", NOW, "-o", "json")
+    assert (code, err) == (0, "")
+    document = json.loads(out)
+    assert document["victims"] == []
+    (blocked,) = document["blocked"]
+    assert (blocked["name"], blocked["waitingOn"]) == ("llm-clone-0", "llm-clone-2")
+    assert blocked["reason"] == (
+        "the CloneSet creates 1 pod before it deletes a specified one, and "
+        "scaleStrategy.maxUnavailable (1) holds the creation back while 1 of its pods is "
+        "unavailable")
+    assert not document["allowed"]
+    assert [v["rule"] for v in document["violations"]] == ["protectedLast"]
+    assert "podsToDelete" in document["violations"][0]["fixes"][0]
