@@ -156,9 +156,8 @@ def test_a_cloneset_pod_named_in_pods_to_delete_gets_the_fix_that_fixes_it(tmp_p
     assert [v["name"] for v in document["victims"]] == ["llm-clone-0"]
     assert document["victims"][0]["reason"] == "named in spec.scaleStrategy.podsToDelete"
     assert [v["fixes"] for v in document["violations"]] == [[
-        "if pod llm-clone-0 need not go, remove it from spec.scaleStrategy.podsToDelete "
-        "(kubectl edit cloneset -n ml llm-clone), then retry: CloneSet ml/llm-clone deletes "
-        "the pod named there first, whatever the count or cost"]]
+        "remove llm-clone-0 from scaleStrategy.podsToDelete unless it must go (kubectl edit "
+        "cloneset -n ml llm-clone), then retry: no cost spares a pod named there"]]
     assert not any("deletion cost" in w for w in document["warnings"])
     code, out, err = run(capsys, "--state", str(specified_cloneset_state(tmp_path, [])), *argv)
     document = json.loads(out)

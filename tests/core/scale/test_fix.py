@@ -212,9 +212,8 @@ def test_a_cloneset_pod_named_in_pods_to_delete_is_fixed_by_taking_it_out_of_the
     entry to remove, never a cost, and without the entry the same scale is allowed."""
     objects, cs = clonesets(["web-0"])
     assert fixes(objects, cs, 2) == [
-        "if pod web-0 need not go, remove it from spec.scaleStrategy.podsToDelete (kubectl "
-        "edit cloneset -n ml web), then retry: CloneSet ml/web deletes the pod named there "
-        "first, whatever the count or cost"]
+        "remove web-0 from scaleStrategy.podsToDelete unless it must go (kubectl edit "
+        "cloneset -n ml web), then retry: no cost spares a pod named there"]
     verdict = assess_scale(Snapshot([*NODES, *objects]), POLICY, cs, 2, NOW).verdict
     assert not any("deletion cost" in w for w in verdict.warnings)  # no cost spares it
     fixed, cs = clonesets([])
@@ -224,9 +223,8 @@ def test_a_cloneset_pod_named_in_pods_to_delete_is_fixed_by_taking_it_out_of_the
 def test_a_cloneset_pod_labelled_for_deletion_is_fixed_by_taking_the_label_off():
     objects, cs = clonesets([], labelled=("web-0",))
     assert fixes(objects, cs, 2) == [
-        "if pod web-0 need not go, take the label off, then retry: kubectl label pod -n ml "
-        "web-0 apps.kruise.io/specified-delete- (CloneSet ml/web deletes a pod so labelled "
-        "first, whatever the count or cost)"]
+        "take the label off unless it must go, then retry: kubectl label pod -n ml web-0 "
+        "apps.kruise.io/specified-delete- (no cost spares a pod so labelled)"]
 
 
 def test_a_cloneset_fix_undoes_each_specification_and_steers_the_ranked_victims_by_cost():
@@ -237,9 +235,10 @@ def test_a_cloneset_fix_undoes_each_specification_and_steers_the_ranked_victims_
                      for i, (node, cost) in enumerate([("inf-1", "1000"), ("hyb-1", "5000"),
                                                        ("inf-2", "1000"), ("inf-1", "-100")])]]
     options = fixes(objects, cs, 2)
-    assert options[0].startswith("if pod web-0 need not go, remove it from "
-                                 "spec.scaleStrategy.podsToDelete")
-    assert options[1].startswith("if pod web-0 need not go, take the label off")
+    assert options[0].startswith("remove web-0 from scaleStrategy.podsToDelete unless it "
+                                 "must go")
+    assert options[1].startswith("take the label off unless it must go, then retry: "
+                                 "kubectl label pod -n ml web-0 ")
     assert options[2] == ("give the surviving pod outside protected pools a cost below -100, "
                           f"then retry: kubectl annotate pod -n ml web-1 {ANNOTATION}=-101 "
                           "--overwrite")
@@ -249,5 +248,17 @@ def test_a_cloneset_fix_counts_its_pods():
     objects, cs = clonesets(["web-0", "web-1"])
     objects[2]["spec"]["nodeName"] = "inf-2"
     (option,) = [o for o in fixes(objects, cs, 1) if "podsToDelete" in o]
-    assert option.startswith("if pods web-0 and web-1 need not go, remove them from ")
-    assert "deletes the pods named there first" in option
+    assert option.startswith("remove web-0 and web-1 from scaleStrategy.podsToDelete "
+                             "unless they must go")
+
+
+def test_a_cloneset_fix_with_many_long_names_fits_one_warning():
+    name = "inference-server-with-a-long-name"
+    named = [f"{name}-{suffix}" for suffix in ("x7k2p", "q9w3e", "m4n8b", "z1c6v")]
+    cs = cf.cloneset(name, replicas=6, spec={"scaleStrategy": {"podsToDelete": named}})
+    objects = [cs, *[cf.clone_pod(cs, pod, "inf-1", cost="1000", specified=True)
+                     for pod in named],
+               *[cf.clone_pod(cs, f"{name}-h{i}", "hyb-1", cost="-100") for i in range(2)]]
+    options = fixes(objects, cs, 2)  # each option within one warning
+    assert options[0].startswith(f"remove {named[0]} (and 3 more: plan lists them) from ")
+    assert "kubectl label pod -n ml " in options[1]

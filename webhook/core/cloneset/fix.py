@@ -39,26 +39,19 @@ def _unlist(facts: FixFacts, names: list[str]) -> str:
     """Take the named protected victims out of `podsToDelete`."""
     if not names:
         return ""
-    name = facts.prediction.name
-    pods = "pod" if len(names) == 1 else "pods"
+    one = len(names) == 1
     return fitted(lambda shown, left: (
-        f"if {pods} {listed(shown.split())}{more(left)} need not go, remove {_them(names)} from "
-        f"spec.scaleStrategy.podsToDelete (kubectl edit cloneset -n {facts.namespace} "
-        f"{name}), then retry: {facts.workload} deletes the {pods} named there first, "
-        "whatever the count or cost"), names)
+        f"remove {listed(shown.split())}{more(left)} from scaleStrategy.podsToDelete unless "
+        f"{'it' if one else 'they'} must go (kubectl edit cloneset -n {facts.namespace} "
+        f"{facts.prediction.name}), then retry: no cost spares a pod named there"), names)
 
 
 def _unlabel(facts: FixFacts, names: list[str]) -> str:
     """Take the specified-delete label off the labelled protected victims."""
     if not names:
         return ""
-    pods = "pod" if len(names) == 1 else "pods"
+    one = len(names) == 1
     return fitted(lambda shown, left: (
-        f"if {pods} {listed(shown.split())}{more(left)} need not go, take the label off, then "
-        f"retry: kubectl label pod -n {facts.namespace} {shown} {SPECIFIED_DELETE_LABEL}- "
-        f"({facts.workload} deletes a pod so labelled first, whatever the count or cost)"),
-        names)
-
-
-def _them(names: list[str]) -> str:
-    return "it" if len(names) == 1 else "them"
+        f"take the label off unless {'it' if one else 'they'} must go, then retry: kubectl "
+        f"label pod -n {facts.namespace} {shown} "
+        f"{SPECIFIED_DELETE_LABEL}-{more(left)} (no cost spares a pod so labelled)"), names)
