@@ -341,7 +341,8 @@ def test_a_specified_pod_below_the_count_waits_for_the_creation_held_back() -> N
     pod is created: blocked, waiting on `pending`, never a survivor."""
     cs = cf.cloneset(replicas=5, spec={"minReadySeconds": 60, "scaleStrategy": {
         "podsToDelete": ["named"], "maxUnavailable": 1}})
-    pods = [cf.clone_pod(cs, "named", "inf-1", ready_time=AN_HOUR_AGO),
+    # `named` is not available either, but a specified pod is not counted as unavailable
+    pods = [cf.clone_pod(cs, "named", "inf-1", ready_time=TEN_SECONDS_AGO),
             cf.clone_pod(cs, "other", "hyb-1", ready_time=AN_HOUR_AGO),
             cf.clone_pod(cs, "pending", "hyb-2", ready_time=TEN_SECONDS_AGO)]
     prediction = predict(cs, pods, 4)

@@ -219,9 +219,10 @@ def one_sync(spec: CloneSetSpec, pods: Sequence[CloneSetPod], now_ns: int | None
 def _creation_held(spec: CloneSetSpec, pods: Sequence[CloneSetPod], missing: int,
                    now_ns: int | None, result: _Sync) -> None:
     """Why `scaleStrategy.maxUnavailable` lets no pod be created, and the first pod whose
-    availability would let one be."""
-    unavailable = sorted(p.name for p in pods if p.lifecycle == PREPARING_DELETE
-                         or not p.available(spec.min_ready_seconds, now_ns))
+    availability would let one be: the unavailable pods as `calculateDiffsWithExpectation`
+    counts them (PreparingDelete, or not available and not specified)."""
+    unavailable = sorted(p.name for p in pods if p.lifecycle == PREPARING_DELETE or (
+        not is_specified_delete(spec, p) and not p.available(spec.min_ready_seconds, now_ns)))
     result.waits_on = unavailable[0] if unavailable else ""
     pods_word = "pod" if missing == 1 else "pods"
     result.creation_held = (
