@@ -119,9 +119,9 @@ def test_a_statefulset_fix_names_the_highest_ordinals_to_move_never_a_cost():
     # Deleted, they come back on the nodes they left unless those are cordoned; each is
     # down meanwhile and comes back with its claims, to its node on a local volume.
     assert options == [
-        "kubectl cordon inf-1 inf-2, then kubectl delete pod -n ml kv-2 kv-1: each is down "
-        "until recreated with its claims (a local PersistentVolume pins one to its node); "
-        "retry, then uncordon"]
+        "the highest ordinals go first, whatever their node: kubectl cordon inf-1 inf-2, "
+        "then kubectl delete pod -n ml kv-2 kv-1: each is down until recreated with its "
+        "claims (a local PersistentVolume pins one to its node); retry, then uncordon"]
     assert not any("cost" in o for o in options)
 
 
@@ -130,9 +130,9 @@ def test_a_statefulset_fix_for_one_pod_speaks_of_one():
     objects = [sts, *[f.pod(f"kv-{i}", node_name=node, owner=sts)
                       for i, node in enumerate(["hyb-1", "hyb-2", "inf-2"])]]
     assert fixes(objects, sts, 2) == [
-        "kubectl cordon inf-2, then kubectl delete pod -n ml kv-2: it is down until recreated "
-        "with its claims (a local PersistentVolume pins it to its node); retry, then "
-        "uncordon"]
+        "the highest ordinals go first, whatever their node: kubectl cordon inf-2, then "
+        "kubectl delete pod -n ml kv-2: it is down until recreated with its claims (a local "
+        "PersistentVolume pins it to its node); retry, then uncordon"]
 
 
 def test_a_move_fix_with_long_node_names_names_as_many_nodes_as_fit():
@@ -143,8 +143,8 @@ def test_a_move_fix_with_long_node_names_names_as_many_nodes_as_fit():
                *[f.pod(f"kv-cache-for-the-largest-model-{i + 1}",
                        node_name=node["metadata"]["name"], owner=sts)
                  for i, node in enumerate(nodes)]]
-    (option,) = fixes(objects, sts, 1)
-    assert "cordon" in option
+    (option,) = fixes(objects, sts, 1)  # within one warning: the why left out
+    assert option.startswith("cordon their nodes, then kubectl delete pod -n ml ")
     assert "kv-cache-for-the-largest-model-4" in option and "retry, then uncordon" in option
 
 

@@ -89,12 +89,15 @@ def wait_option(wait: Wait) -> str:
 
 
 def fitted_cordon(words: Callable[[str, int, str], str], names: Sequence[str],
-                  pods: Sequence[RankedPod], limit: int = FIX_LENGTH) -> str:
+                  pods: Sequence[RankedPod], limit: int = FIX_LENGTH,
+                  least_nodes: int = 0) -> str:
     """`fitted` for an option that cordons the nodes of `pods` before deleting `names`:
-    `words(shown, left_out, cordon)` with as many nodes (at most two) and names as fit."""
+    `words(shown, left_out, cordon)` with as many nodes (at most two, at least
+    `least_nodes` when the pods have that many: else the text returned is over `limit`)
+    and names as fit."""
     nodes = sorted({pod.node_name for pod in pods if pod.node_name})
     text = ""
-    for count in range(min(len(nodes), 2), -1, -1):
+    for count in range(min(len(nodes), 2), min(least_nodes, len(nodes)) - 1, -1):
         command = _cordon(nodes, count)
         text = fitted(lambda shown, left, command=command: words(shown, left, command),
                       names, limit)

@@ -11,7 +11,7 @@ claims is lost; a claim bound to a local PersistentVolume brings it back to the 
 
 from __future__ import annotations
 
-from ..scale.fix_facts import FixFacts, fitted_cordon, more, wait_option
+from ..scale.fix_facts import FIX_LENGTH, FixFacts, fitted_cordon, more, wait_option
 
 
 def by_ordinal(facts: FixFacts) -> list[str]:
@@ -20,15 +20,23 @@ def by_ordinal(facts: FixFacts) -> list[str]:
     options = []
     names = sorted((pod.name for pod in facts.lost), key=_ordinal, reverse=True)
     if names:
-        one = len(names) == 1
-        options.append(fitted_cordon(lambda shown, left, cordon: (
-            f"{cordon}, then kubectl delete pod -n {facts.namespace} {shown}{more(left)}: "
-            f"{'it' if one else 'each'} is down until recreated with its claims (a local "
-            f"PersistentVolume pins {'it' if one else 'one'} to its node); retry, then "
-            "uncordon"), names, facts.lost))
+        # Why only these pods help, when it fits beside a node to cordon.
+        text = _move(facts, names, "the highest ordinals go first, whatever their node: ",
+                     least_nodes=1)
+        options.append(text if len(text) <= FIX_LENGTH else _move(facts, names, ""))
     if facts.prediction.blocked:
         options.append(wait_option(facts.prediction.blocked[0].wait))
     return options
+
+
+def _move(facts: FixFacts, names: list[str], why: str, least_nodes: int = 0) -> str:
+    """Cordon the protected pods' nodes, delete the pods, and what that costs them."""
+    one = len(names) == 1
+    return fitted_cordon(lambda shown, left, cordon: (
+        f"{why}{cordon}, then kubectl delete pod -n {facts.namespace} {shown}{more(left)}: "
+        f"{'it' if one else 'each'} is down until recreated with its claims (a local "
+        f"PersistentVolume pins {'it' if one else 'one'} to its node); retry, then "
+        "uncordon"), names, facts.lost, least_nodes=least_nodes)
 
 
 def _ordinal(name: str) -> int:
