@@ -172,6 +172,7 @@ def test_a_specified_cloneset_pod_below_the_count_is_blocked_then_judged_gone(tm
     clone = cf.cloneset("llm-clone", replicas=5, spec={
         "minReadySeconds": 60,
         "scaleStrategy": {"podsToDelete": ["llm-clone-0"], "maxUnavailable": 1}})
+    clone["status"]["replicas"] = 3  # the pods it has, as its controller counts them
     pods = [cf.clone_pod(clone, "llm-clone-0", "gpu-inf-1", cost="1000"),
             cf.clone_pod(clone, "llm-clone-1", "gpu-hyb-1", cost="-100"),
             cf.clone_pod(clone, "llm-clone-2", "gpu-hyb-1", cost="-100",
@@ -190,6 +191,6 @@ def test_a_specified_cloneset_pod_below_the_count_is_blocked_then_judged_gone(tm
         "the CloneSet creates 1 pod before it deletes a specified one, and "
         "scaleStrategy.maxUnavailable (1) holds the creation back while 1 of its pods is "
         "unavailable")
-    assert not document["allowed"]
+    assert document["checked"] and not document["allowed"]
     assert [v["rule"] for v in document["violations"]] == ["protectedLast"]
     assert "podsToDelete" in document["violations"][0]["fixes"][0]
