@@ -302,8 +302,8 @@ def test_an_inference_group_going_while_a_hybrid_group_survives_is_denied():
     # cordoning the node it would land back on; the group serves nothing meanwhile
     assert violation.fixes == [
         "kubectl cordon inf-1, then kubectl delete pod -n ml llm-2 (the leader of group 2): it "
-        "serves nothing until LeaderWorkerSet ml/llm recreates it whole; retry once off "
-        "protected pools, then uncordon"]
+        "serves nothing until recreated whole; retry once off protected pools, then "
+        "uncordon"]
     assert verdict.safe_replicas == 3
 
 

@@ -167,8 +167,8 @@ def test_a_leaderworkerset_fix_names_the_group_leader_to_delete_and_the_safe_gro
         "scale to 2 groups or more for now (the smallest count that removes no "
         "protected-pool pod)",
         "kubectl cordon inf-1 inf-2, then kubectl delete pod -n ml llm-1 (the leader of group "
-        "1): it serves nothing until LeaderWorkerSet ml/llm recreates it whole; retry once off "
-        "protected pools, then uncordon"]
+        "1): it serves nothing until recreated whole; retry once off protected pools, then "
+        "uncordon"]
 
 
 def test_a_leaderworkerset_fix_for_two_groups_speaks_of_two():
@@ -176,8 +176,8 @@ def test_a_leaderworkerset_fix_for_two_groups_speaks_of_two():
     (option,) = [o for o in fixes(objects, lws, 1) if "leader" in o]
     assert option == (
         "kubectl cordon inf-1 inf-2, then kubectl delete pod -n ml llm-2 llm-1 (the leaders "
-        "of groups 2 and 1): they serve nothing until LeaderWorkerSet ml/llm recreates them "
-        "whole; retry once off protected pools, then uncordon")
+        "of groups 2 and 1): they serve nothing until recreated whole; retry once off "
+        "protected pools, then uncordon")
 
 
 def test_when_nothing_helps_the_fix_says_to_keep_the_count():
@@ -262,3 +262,16 @@ def test_a_cloneset_fix_with_many_long_names_fits_one_warning():
     options = fixes(objects, cs, 2)  # each option within one warning
     assert options[0].startswith(f"remove {named[0]} (and 3 more: plan lists them) from ")
     assert "kubectl label pod -n ml " in options[1]
+
+
+def test_a_leaderworkerset_fix_with_realistic_names_fits_one_warning():
+    nodes = [f.node(name, "inference" if "inference" in name else "hybrid")
+             for name in ("gpu-inference-node-01", "gpu-inference-node-02", "gpu-hybrid-node-01")]
+    lws, objects = lf.lws_state([["gpu-hybrid-node-01"] * 2,
+                                 ["gpu-inference-node-01", "gpu-inference-node-02"],
+                                 ["gpu-inference-node-02", "gpu-inference-node-01"]],
+                                name="llama-70b-instruct-serving")
+    verdict = assess_scale(Snapshot([*nodes, *objects]), POLICY, lws, 1, NOW).verdict
+    (option,) = [o for o in verdict.violations[0].fixes if "leader" in o]
+    assert len(option) <= FIX_LENGTH and "kubectl delete pod -n ml llama-70b-instruct-" in option
+    assert "they serve nothing until recreated whole" in option

@@ -29,8 +29,8 @@ def by_group(facts: FixFacts) -> list[str]:
         options.append(fitted_cordon(lambda shown, left, cordon: (
             f"{cordon}, then kubectl delete pod -n {facts.namespace} {shown}{more(left)} (the "
             f"leader{'' if one else 's'} of group{'' if one else 's'} {listed(indexes)}): "
-            f"{'it serves' if one else 'they serve'} nothing until {facts.workload} recreates "
-            f"{'it' if one else 'them'} whole; retry once off protected pools, then uncordon"),
+            f"{'it serves' if one else 'they serve'} nothing until recreated whole; retry once "
+            "off protected pools, then uncordon"),
             leaders, facts.lost))
     replaced = [str(group.index) for group in groups if group.fate == REPLACED]
     if replaced:
