@@ -50,8 +50,9 @@ def test_json_has_one_entry_per_group_with_its_pods_pools_and_fate():
     assert doc["order"][:3] == ["llm-2", "llm-2-1", "llm-2-2"]
     assert not doc["allowed"] and doc["safeReplicas"] == 3
     fix = doc["violations"][0]["message"].partition("; fix: ")[2]
-    assert "deletion cost" not in fix and "kubectl delete pod -n ml llm-2)" in fix
-    assert doc["violations"][0]["fixes"][0].startswith("delete the leader pod of group 2 ")
+    assert "deletion cost" not in fix and "kubectl delete pod -n ml llm-2 (" in fix
+    assert doc["violations"][0]["fixes"][0].startswith("kubectl cordon ")
+    assert "(the leader of group 2): it serves nothing" in doc["violations"][0]["fixes"][0]
 
 
 def test_other_kinds_have_no_groups_key():

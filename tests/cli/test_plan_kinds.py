@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support import cloneset_factories as cf
 from tests.support import factories as f
 from tests.support.custom_kinds import custom_kinds_state, lws_objects, rollout_objects
 from tests.support.kubeapi import items_of
@@ -128,3 +129,68 @@ def test_a_workload_the_core_cannot_read_is_one_error_line(tmp_path, capsys, mon
                          "--replicas", "1")
     assert (code, out) == (2, "")
     assert err.startswith("error: LeaderWorkerSet ml/llm: ") and err.count("\n") == 1, err
+
+
+def specified_cloneset_state(tmp_path: Path, pods_to_delete: list[str]) -> Path:
+    """The example state plus a CloneSet of three, its inference pod priced as poolguard
+    prices it and its two hybrid pods below, `pods_to_delete` in its scaleStrategy."""
+    clone = cf.cloneset("llm-clone", replicas=3,
+                        spec={"scaleStrategy": {"podsToDelete": pods_to_delete}})
+    pods = [cf.clone_pod(clone, f"llm-clone-{i}", node, cost=cost)
+            for i, (node, cost) in enumerate([("gpu-inf-1", "1000"), ("gpu-hyb-1", "-100"),
+                                              ("gpu-hyb-1", "-100")])]
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump(f.kube_list(
+        *items_of(yaml.safe_load_all(EXAMPLE_STATE.read_text())), clone, *pods)))
+    return path
+
+
+def test_a_cloneset_pod_named_in_pods_to_delete_gets_the_fix_that_fixes_it(tmp_path, capsys):
+    """The inference pod named in podsToDelete goes whatever the costs: the fix names the
+    entry to remove (no cost, no cost warning), and without it the same scale is allowed."""
+    argv = ["--workload", "clone/ml/llm-clone", "--replicas", "2", "--now", NOW, "-o", "json"]
+    code, out, err = run(capsys, "--state", str(specified_cloneset_state(
+        tmp_path, ["llm-clone-0"])), *argv)
+    assert (code, err) == (0, "")
+    document = json.loads(out)
+    assert [v["name"] for v in document["victims"]] == ["llm-clone-0"]
+    assert document["victims"][0]["reason"] == "named in spec.scaleStrategy.podsToDelete"
+    assert [v["fixes"] for v in document["violations"]] == [[
+        "remove llm-clone-0 from scaleStrategy.podsToDelete unless it must go (kubectl edit "
+        "cloneset -n ml llm-clone), then retry: no cost spares a pod named there"]]
+    assert not any("deletion cost" in w for w in document["warnings"])
+    code, out, err = run(capsys, "--state", str(specified_cloneset_state(tmp_path, [])), *argv)
+    document = json.loads(out)
+    assert document["allowed"] and [v["pool"] for v in document["victims"]] == ["hybrid"]
+
+
+def test_a_specified_cloneset_pod_below_the_count_is_blocked_then_judged_gone(tmp_path, capsys):
+    """5 replicas asked, 3 pods: going to 4 still lacks one, whose creation
+    scaleStrategy.maxUnavailable (1) holds back while llm-clone-2 is not available. The
+    named inference pod goes only after that creation: blocked, waiting on llm-clone-2, and
+    the verdict judges the state without it."""
+    clone = cf.cloneset("llm-clone", replicas=5, spec={
+        "minReadySeconds": 60,
+        "scaleStrategy": {"podsToDelete": ["llm-clone-0"], "maxUnavailable": 1}})
+    clone["status"]["replicas"] = 3  # the pods it has, as its controller counts them
+    pods = [cf.clone_pod(clone, "llm-clone-0", "gpu-inf-1", cost="1000"),
+            cf.clone_pod(clone, "llm-clone-1", "gpu-hyb-1", cost="-100"),
+            cf.clone_pod(clone, "llm-clone-2", "gpu-hyb-1", cost="-100",
+                         ready_time="2026-11-22T11:59:50Z")]
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump(f.kube_list(
+        *items_of(yaml.safe_load_all(EXAMPLE_STATE.read_text())), clone, *pods)))
+    code, out, err = run(capsys, "--state", str(path), "--workload", "clone/ml/llm-clone",
+                         "--replicas", "4", "--now", NOW, "-o", "json")
+    assert (code, err) == (0, "")
+    document = json.loads(out)
+    assert document["victims"] == []
+    (blocked,) = document["blocked"]
+    assert (blocked["name"], blocked["waitingOn"]) == ("llm-clone-0", "llm-clone-2")
+    assert blocked["reason"] == (
+        "the CloneSet creates 1 pod before it deletes a specified one, and "
+        "scaleStrategy.maxUnavailable (1) holds the creation back while 1 of its pods is "
+        "unavailable")
+    assert document["checked"] and not document["allowed"]
+    assert [v["rule"] for v in document["violations"]] == ["protectedLast"]
+    assert "podsToDelete" in document["violations"][0]["fixes"][0]

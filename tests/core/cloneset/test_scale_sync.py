@@ -18,9 +18,12 @@ from webhook.core.cloneset.cloneset_spec import CloneSetSpec
 from webhook.core.cloneset.expectation_diffs import expectation_diffs
 from webhook.core.cloneset.pod_sorter import less
 from webhook.core.cloneset.prediction import predict_cloneset
-from webhook.core.cloneset.scale_sync import HELD_BY_HOOK, one_sync, scale_in
+from webhook.core.cloneset.scale_sync import HELD_BY_HOOK, HELD_BY_LIMIT, one_sync, scale_in
 from webhook.core.objects.kube import format_time_ns, parse_time_ns
 from webhook.core.objects.podfacts import PodFacts
+from webhook.core.policy.policy import parse_policy
+from webhook.core.replicaset.active_pods_with_ranks import is_certain
+from webhook.core.scale.safe_replicas import assess_scale
 from webhook.core.view.snapshot import Snapshot
 
 NOW = parse_time_ns("2026-03-15T12:00:00Z")
@@ -315,9 +318,191 @@ def test_a_victim_the_controllers_own_rules_choose_says_why() -> None:
             cf.clone_pod(cs, "named", "inf-2", cost="1000", specified=True),
             cf.clone_pod(cs, "old-hybrid", "hyb-2", cost="-100", revision=cf.OLD)]
     reasons = predict(cs, pods, 3).reasons
-    assert reasons == {"named": "specified for deletion (scaleStrategy.podsToDelete or the "
-                                "apps.kruise.io/specified-delete label)"}
+    assert reasons == {"named": "labelled apps.kruise.io/specified-delete"}
     pods[2] = cf.clone_pod(cs, "new-inference", "inf-2", cost="1000")
     reasons = predict(cs, pods, 2).reasons
     assert set(reasons) == {"old-inference", "old-hybrid"}
     assert all(r.startswith("of an old revision") for r in reasons.values())
+
+
+# --- specified pods: below the count, and competing for the ready limit ---------------------
+# From cloneset_scale.go `Scale`: pods to create come before any deletion (step 3, at most
+# scaleUpLimit of them: scaleStrategy.maxUnavailable less the unavailable pods); specified
+# pods (step 5) are taken in the controller's list order, the ready ones while
+# deleteReadyLimit lasts.
+
+AN_HOUR_AGO = "2026-03-15T11:00:00Z"
+
+
+def test_a_specified_pod_below_the_count_waits_for_the_creation_held_back() -> None:
+    """4 replicas, 3 pods, one of them unavailable (Ready 10 s under minReadySeconds 60):
+    scaleUpLimit = scaleStrategy.maxUnavailable 1 - 1 unavailable = 0, so the sync creates
+    nothing and deletes nothing; `named` goes once `pending` is available and the missing
+    pod is created: blocked, waiting on `pending`, never a survivor."""
+    cs = cf.cloneset(replicas=5, spec={"minReadySeconds": 60, "scaleStrategy": {
+        "podsToDelete": ["named"], "maxUnavailable": 1}})
+    # `named` is not available either, but a specified pod is not counted as unavailable
+    pods = [cf.clone_pod(cs, "named", "inf-1", ready_time=TEN_SECONDS_AGO),
+            cf.clone_pod(cs, "other", "hyb-1", ready_time=AN_HOUR_AGO),
+            cf.clone_pod(cs, "pending", "hyb-2", ready_time=TEN_SECONDS_AGO)]
+    prediction = predict(cs, pods, 4)
+    assert prediction.victims == [] and names(prediction.survivors) == ["pending", "other"]
+    (blocked,) = prediction.blocked
+    assert (blocked.pod.name, blocked.waiting_on) == ("named", "pending")
+    assert blocked.wait.reason == (
+        "the CloneSet creates 1 pod before it deletes a specified one, and "
+        "scaleStrategy.maxUnavailable (1) holds the creation back while 1 of its pods is "
+        "unavailable")
+
+
+def test_a_specified_pod_below_the_count_goes_after_the_creation_it_waits_for() -> None:
+    """The same without scaleStrategy.maxUnavailable: the sync creates the missing pod
+    (Pending), the next deletes `named` (deleteReadyLimit = 20% of 4, rounded up, + 0 - 1
+    unavailable created pod = 0 for a ready pod: it waits for the new pod to be available;
+    a pod that is not ready goes at once)."""
+    cs = cf.cloneset(replicas=5, spec={"scaleStrategy": {"podsToDelete": ["named", "broken"]}})
+    pods = [cf.clone_pod(cs, "named", "inf-1", ready_time=AN_HOUR_AGO),
+            cf.clone_pod(cs, "broken", "inf-2", ready=False, ready_time=None),
+            cf.clone_pod(cs, "other", "hyb-1", ready_time=AN_HOUR_AGO)]
+    prediction = predict(cs, pods, 4)
+    assert names(prediction.victims) == ["broken"]
+    assert [(b.pod.name, b.wait.reason) for b in prediction.blocked] == [
+        ("named", HELD_BY_LIMIT)]
+    assert names(prediction.survivors) == ["other"]
+    assert any("creates 2 pods on the way" in note for note in prediction.notes)
+
+
+def test_ready_specified_pods_competing_for_one_slot_are_tied() -> None:
+    """5 -> 4 with `a` and `b` named, ready and available, `e` not yet available:
+    deleteReadyLimit = 1 + (5 - 4) - 1 = 1, so the first of a, b in the controller's list
+    goes and the other waits for `e`: one victim, uncertain, the other blocked and a
+    possible victim of this sync."""
+    cs = cf.cloneset(replicas=5, spec={"minReadySeconds": 60,
+                                       "scaleStrategy": {"podsToDelete": ["a", "b"]}})
+    pods = [cf.clone_pod(cs, "a", "inf-1", ready_time=AN_HOUR_AGO),
+            cf.clone_pod(cs, "b", "inf-2", ready_time=AN_HOUR_AGO),
+            cf.clone_pod(cs, "c", "hyb-1", ready_time=AN_HOUR_AGO),
+            cf.clone_pod(cs, "d", "hyb-1", ready_time=AN_HOUR_AGO),
+            cf.clone_pod(cs, "e", "hyb-2", ready_time=TEN_SECONDS_AGO)]
+    prediction = predict(cs, pods, 4)
+    assert len(prediction.victims) == 1 and len(prediction.blocked) == 1
+    going = {prediction.victims[0].name, prediction.blocked[0].pod.name}
+    assert going == {"a", "b"}
+    (tie,) = prediction.tie_groups
+    assert sorted(p.name for p in tie.members) == ["a", "b"] and tie.removed == 1
+    assert not is_certain(prediction.victims[0], prediction.tie_groups)
+    assert names(prediction.possible_victims) == [prediction.blocked[0].pod.name]
+
+
+def go_specified_sync(spec: CloneSetSpec, pods: list[CloneSetPod], rng: random.Random,
+                      created: int) -> tuple[set[str], list[CloneSetPod]]:
+    """One Scale sync, steps 3, 5 and 6 (no lifecycle hooks), the pods in a random list
+    order: (the names it deletes, the pods it creates: Pending, PreparingNormal)."""
+    diffs = expectation_diffs(spec, pods, spec.current_revision, spec.update_revision, None, NOW)
+    if diffs.scale_up_num > 0:
+        new = []
+        for i in range(diffs.scale_up_limit):
+            revision = (spec.current_revision if i < diffs.scale_up_num_old_revision
+                        else spec.update_revision)
+            new.append(CloneSetPod(PodFacts(cf.clone_pod(
+                cf.cloneset(), f"new-{created + i}", None, revision=revision, phase="Pending",
+                ready=False, ready_time=None, state="PreparingNormal"))))
+        return set(), new
+    listed = list(pods)
+    rng.shuffle(listed)
+    specified = [p for p in listed if p.name in spec.pods_to_delete or p.specified_delete]
+    if specified:
+        limit, deleted = diffs.delete_ready_limit, set()
+        for pod in specified:
+            if not pod.ready():
+                deleted.add(pod.name)
+            elif limit > 0:
+                deleted.add(pod.name)
+                limit -= 1
+        return deleted, []
+    return go_sync(spec, pods, rng), []
+
+
+def go_stalled(spec: CloneSetSpec, pods: list[CloneSetPod], rng: random.Random) -> set[str]:
+    """Syncs until one changes nothing, the created pods staying Pending: the pods of
+    `pods` deleted."""
+    remaining, deleted, created = list(pods), set(), 0
+    for _ in range(100):
+        gone, new = go_specified_sync(spec, remaining, rng, created)
+        if not gone and not new:
+            return deleted & {p.name for p in pods}
+        deleted |= gone
+        created += len(new)
+        remaining = [p for p in remaining if p.name not in gone] + new
+    raise AssertionError("the syncs never settled")
+
+
+@st.composite
+def specified_states(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]], int]:
+    count = draw(st.integers(1, 7))
+    spec: dict[str, Any] = {"minReadySeconds": draw(st.sampled_from([0, 120]))}
+    named = draw(st.lists(st.sampled_from([f"p{i}" for i in range(count)]), max_size=3,
+                          unique=True))
+    scale: dict[str, Any] = {"podsToDelete": named}
+    scale_max = draw(st.sampled_from([None, 0, 1, 2, "50%"]))
+    if scale_max is not None:
+        scale["maxUnavailable"] = scale_max
+    spec["scaleStrategy"] = scale
+    update = {"maxUnavailable": draw(st.sampled_from([0, 1, 2, "20%"])),
+              "maxSurge": draw(st.sampled_from([0, 0, 1, "50%"]))}
+    if update["maxUnavailable"] == 0 and update["maxSurge"] == 0:
+        update["maxUnavailable"] = 1  # the CloneSet webhook refuses both 0
+    spec["updateStrategy"] = update
+    cs = cf.cloneset(replicas=count + 2, spec=spec)
+    pods = [cf.clone_pod(cs, f"p{i}", draw(st.sampled_from(NODE_NAMES)),
+                         phase=draw(st.sampled_from(["Running"] * 4 + ["Pending"])),
+                         ready=draw(st.sampled_from([True, True, False])),
+                         ready_time=draw(st.sampled_from(STAMPS)),
+                         specified=draw(st.sampled_from([False] * 5 + [True])),
+                         cost=draw(st.sampled_from([None, "-100", "1000"])))
+            for i in range(count)]
+    return cs, pods, draw(st.integers(0, count + 2))
+
+
+@settings(max_examples=300, deadline=None)
+@given(specified_states(), st.integers(0, 2**32))
+def test_specified_pods_go_as_the_controller_deletes_them_in_any_list_order(
+        state: Any, seed: int) -> None:
+    """Below the count, at it or above, with pods specified to delete: whatever the list
+    order, the syncs (created pods left Pending: the state a scale-down stalls in) delete
+    only victims and possible victims, every certain victim, and no blocked pod."""
+    cloneset, pods, target = state
+    prediction = predict(cloneset, pods, target)
+    victims = set(names(prediction.victims))
+    allowed = victims | set(names(prediction.possible_victims))
+    blocked = {b.pod.name for b in prediction.blocked}
+    certain = {p.name for p in prediction.victims if is_certain(p, prediction.tie_groups)}
+    spec = CloneSetSpec.of(cloneset).scaled_to(target)
+    rng = random.Random(seed)
+    for _ in range(5):
+        records = [CloneSetPod(PodFacts(pod)) for pod in pods]
+        deleted = go_stalled(spec, records, rng)
+        assert deleted <= allowed, (deleted, victims, allowed)
+        assert certain <= deleted, (certain, deleted)
+        assert not deleted & (blocked - allowed), (deleted, blocked)
+
+
+def test_the_end_state_loses_every_tied_specified_pod() -> None:
+    """a and b (inference) named, one deleteReadyLimit slot: one goes now, the other once
+    `e` is available. minProtectedReplicas 2 holds while one waits (b or a and c remain)
+    and breaks once both are gone: the verdict judges that end state."""
+    policy = parse_policy({"pools": [{"name": "inference", "deletionCost": 1000,
+                                      "protected": True},
+                                     {"name": "hybrid", "deletionCost": -100}],
+                           "scaleDown": {"protectedLast": False, "minProtectedReplicas": 2}})
+    cs = cf.cloneset(replicas=5, spec={"minReadySeconds": 60,
+                                       "scaleStrategy": {"podsToDelete": ["a", "b"]}})
+    pods = [cf.clone_pod(cs, "a", "inf-1", ready_time=AN_HOUR_AGO),
+            cf.clone_pod(cs, "b", "inf-2", ready_time=AN_HOUR_AGO),
+            cf.clone_pod(cs, "c", "inf-1", ready_time=AN_HOUR_AGO),
+            cf.clone_pod(cs, "d", "hyb-1", ready_time=AN_HOUR_AGO),
+            cf.clone_pod(cs, "e", "hyb-2", ready_time=TEN_SECONDS_AGO)]
+    verdict = assess_scale(Snapshot([*NODES, cs, *pods]), policy, cs, 4, NOW).verdict
+    (violation,) = verdict.violations
+    assert violation.rule == "minProtectedReplicas" and not verdict.allowed
+    assert violation.message.startswith("leaves 1 pod on protected pools")

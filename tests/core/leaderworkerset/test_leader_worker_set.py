@@ -298,11 +298,12 @@ def test_an_inference_group_going_while_a_hybrid_group_survives_is_denied():
     assert "llm-0 (node hyb-1, pool hybrid)" in violation.message
     assert "deletion cost" not in " ".join(verdict.warnings)
     assert "deletion cost" not in violation.message
-    # a group is moved by recreating it: its leader pod, named, is what to delete
+    # a group is moved by recreating it: its leader pod, named, is what to delete, after
+    # cordoning the node it would land back on; the group serves nothing meanwhile
     assert violation.fixes == [
-        "delete the leader pod of group 2 (kubectl delete pod -n ml llm-2): LeaderWorkerSet "
-        "ml/llm recreates each whole group where the scheduler places it now; retry once it "
-        "runs outside protected pools"]
+        "kubectl cordon inf-1, then kubectl delete pod -n ml llm-2 (the leader of group 2): it "
+        "serves nothing until recreated whole; retry once off protected pools, then "
+        "uncordon"]
     assert verdict.safe_replicas == 3
 
 

@@ -10,4 +10,5 @@ the order they build on each other:
 - expectation_diffs.py   sync/cloneset_sync_utils.go: `calculateDiffsWithExpectation`
 - scale_sync.py          sync/cloneset_scale.go: `Scale` and `choosePodsToDelete`, sync by sync
 - prediction.py          the victims of a CloneSet scale-down, as a `ScalePrediction`
+- fix.py                 a denial's fix: the specified deletion to undo, or the costs
 """

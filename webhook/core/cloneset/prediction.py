@@ -7,12 +7,17 @@ its selector no longer matches; it adopts no orphans). `scale_sync` runs its sca
 this module turns the outcome into the records the policy judges:
 
 - victims: the pods the syncs delete without waiting;
-- blocked: pods chosen but held, by their preDelete hook (PreparingDelete) or by
-  `deleteReadyLimit` until other pods are available; the end state loses them too;
+- blocked: pods chosen but held, by their preDelete hook (PreparingDelete), by
+  `deleteReadyLimit` until other pods are available, or specified while the CloneSet is
+  below its count and `scaleStrategy.maxUnavailable` holds back the creations that come
+  first; the end state loses them too;
 - tie groups: pods that tie with the cut on every rule the controller reads (its
   `sort.Sort` is not stable and its list order is not ours), pods of one node that swap
-  ranks unseen, and, when the limit holds ready pods, the pods a later sync may take instead
-  (availability, rule 3, changes as pods pass `minReadySeconds`).
+  ranks unseen, ready specified pods competing for fewer `deleteReadyLimit` slots (the
+  controller's list order decides), and, when the limit holds ready pods, the pods a later
+  sync may take instead (availability, rule 3, changes as pods pass `minReadySeconds`).
+  A tie's `removed` counts the members deleted without waiting; its held members go once
+  the controller stops waiting.
 
 The deletion cost counts (rule 4), as for a ReplicaSet; so does the node's rank (rule 5)
 among the pods of the revision group being shrunk.
@@ -31,11 +36,15 @@ from ..replicaset.active_pods_with_ranks import RankedPod, TieGroup, ranked_pod
 from ..scale.prediction import Blocked, ScalePrediction
 from ..statefulset.stateful_set_control import Wait
 from ..view.cluster import ClusterView, candidate_pod_facts
-from .cloneset_pod import CloneSetPod
+from .cloneset_pod import SPECIFIED_DELETE_LABEL, CloneSetPod
 from .cloneset_spec import CloneSetSpec
-from .scale_sync import HELD_BY_LIMIT, ScaleIn, Tie, scale_in
+from .scale_sync import HELD_BY_HOOK, HELD_BY_LIMIT, ScaleIn, Tie, scale_in
 
 KIND = "CloneSet"
+# Why a specified pod goes, by what specifies it: its fix undoes that (fix.py).
+NAMED_TO_DELETE = "named in spec.scaleStrategy.podsToDelete"
+LABELLED_TO_DELETE = f"labelled {SPECIFIED_DELETE_LABEL}"
+NAMED_AND_LABELLED = f"{NAMED_TO_DELETE} and {LABELLED_TO_DELETE}"
 
 
 def cloneset_pods(view: ClusterView, cloneset: Mapping[str, Any]) -> list[PodFacts]:
@@ -69,7 +78,8 @@ def predict_cloneset(view: ClusterView, cloneset: Mapping[str, Any], to_replicas
     held = {id(pod) for pod in outcome.held}
     deleted = {id(pod) for pod in outcome.deleted}
     prediction.victims = [ranked[id(p)] for p in outcome.deleted]
-    prediction.blocked = [Blocked(ranked[id(p)], Wait(p.name, outcome.held_reason[p.name]))
+    prediction.blocked = [Blocked(ranked[id(p)], Wait(outcome.held_on.get(p.name, p.name),
+                                                      outcome.held_reason[p.name]))
                           for p in outcome.held]
     prediction.survivors = [ranked[id(p)] for p in outcome.order
                             if id(p) not in deleted and id(p) not in held]
@@ -92,17 +102,20 @@ def _tie_group(tie: Tie, ranked: Mapping[int, RankedPod]) -> TieGroup:
 
 def _waiting_for_availability(spec: CloneSetSpec, pods: Sequence[CloneSetPod],
                               outcome: ScaleIn, now_ns: int | None) -> Tie | None:
-    """When `deleteReadyLimit` holds ready pods, the next syncs run as pods become
-    available, and availability comes before the cost in the order: the held pods and
-    the survivors not yet available may go instead of one another."""
-    limited = [p for p in outcome.held if outcome.held_reason[p.name] == HELD_BY_LIMIT]
+    """When `deleteReadyLimit` holds ready pods the scale-in chose, the next syncs run as
+    pods become available, and availability comes before the cost in the order: the held
+    pods and the survivors not yet available may go instead of one another, once the
+    controller stops waiting (none goes before: `removed` 0). A held specified pod goes
+    whatever the order, so it is no such member."""
+    limited = [p for p in outcome.held if outcome.held_reason[p.name] == HELD_BY_LIMIT
+               and _specified_by(spec, p) is None]
     if not limited:
         return None
     held = {id(p) for p in outcome.held}
     deleted = {id(p) for p in outcome.deleted}
     pending = [p for p in pods if id(p) not in held and id(p) not in deleted
                and p.ready() and not p.available(spec.min_ready_seconds, now_ns)]
-    return Tie(limited + pending, len(limited), why=HELD_BY_LIMIT)
+    return Tie(limited + pending, 0, why=HELD_BY_LIMIT)
 
 
 def _one_prefix_order(spec: CloneSetSpec, pods: Sequence[CloneSetPod], outcome: ScaleIn) -> bool:
@@ -122,13 +135,23 @@ def _reasons(spec: CloneSetSpec, outcome: ScaleIn) -> dict[str, str]:
                            if id(p) not in going)
     reasons = {}
     for pod in [*outcome.deleted, *outcome.held]:
-        if pod.specified_delete or pod.name in spec.pods_to_delete:
-            reasons[pod.name] = ("specified for deletion (scaleStrategy.podsToDelete or the "
-                                 "apps.kruise.io/specified-delete label)")
+        specified = _specified_by(spec, pod)
+        if specified:
+            reasons[pod.name] = specified
         elif updated_survives and not pod.of_revision(spec.update_revision):
             reasons[pod.name] = ("of an old revision: the CloneSet scales in old revisions "
                                  "first")
     return reasons
+
+
+def _specified_by(spec: CloneSetSpec, pod: CloneSetPod) -> str | None:
+    """What specifies `pod` for deletion (the list, the label, both), None when nothing."""
+    named = pod.name in spec.pods_to_delete
+    if named and pod.specified_delete:
+        return NAMED_AND_LABELLED
+    if named:
+        return NAMED_TO_DELETE
+    return LABELLED_TO_DELETE if pod.specified_delete else None
 
 
 def _notes(spec: CloneSetSpec, outcome: ScaleIn) -> list[str]:
@@ -137,7 +160,7 @@ def _notes(spec: CloneSetSpec, outcome: ScaleIn) -> list[str]:
         notes.append("the template has topologySpreadConstraints: the CloneSet controller "
                      "then ranks pods by topology, which poolguard does not model; pods equal "
                      "on phase, readiness and deletion cost may go instead of one another")
-    hooked = [p.name for p in outcome.held if outcome.held_reason[p.name] != HELD_BY_LIMIT]
+    hooked = [p.name for p in outcome.held if outcome.held_reason[p.name] == HELD_BY_HOOK]
     if hooked:
         notes.append(f"PreparingDelete: {', '.join(hooked[:5])} stay until their preDelete "
                      "hook lets go, and nothing else is scaled in meanwhile")

@@ -8,9 +8,14 @@ One sync (`Scale`) with pods beyond the target:
    lifecycle state PreparingDelete. `managePreparingDelete` returns PreparingDelete pods to
    service when the target has room for them (not under `markPodNotReady`).
 2. `calculateDiffsWithExpectation` (see `expectation_diffs`).
-3. pods to create come first (then nothing is deleted in this sync).
+3. pods to create come first (then nothing is deleted in this sync): `scaleUpLimit` of
+   them, which `scaleStrategy.maxUnavailable` holds back while pods are unavailable. The
+   next syncs see them (Pending, not available); while none may be created, nothing is
+   deleted either, so the specified pods wait.
 4. PreparingDelete pods are deleted, except those their preDelete hook still holds.
-5. specified pods are deleted: every not-ready one, ready ones up to `deleteReadyLimit`.
+5. specified pods are deleted: every not-ready one, ready ones up to `deleteReadyLimit`,
+   taken in the controller's list order, which the prediction cannot see: ready specified
+   pods competing for fewer slots are tied.
 6. scale-in, only when nothing is specified or preparing to delete: `choosePodsToDelete`
    takes `scaleDownNumOldRevision` pods (at most `scaleDownNum`) from the pods not of the
    update revision and the rest from the updated ones, each group sorted by `pod_sorter`
@@ -26,7 +31,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .cloneset_pod import PREPARING_DELETE, PREPARING_NORMAL, CloneSetPod
+from ..objects.podfacts import PodFacts
+from .cloneset_pod import (
+    LIFECYCLE_STATE_LABEL,
+    PREPARING_DELETE,
+    PREPARING_NORMAL,
+    REVISION_LABEL,
+    CloneSetPod,
+)
 from .cloneset_spec import CloneSetSpec
 from .expectation_diffs import default_is_pod_update, expectation_diffs, is_specified_delete
 from .pod_sorter import Key, same_node_ranks, sort_key
@@ -34,11 +46,15 @@ from .pod_sorter import Key, same_node_ranks, sort_key
 HELD_BY_HOOK = "its preDelete hook (a finalizer or label of spec.lifecycle.preDelete) holds it"
 HELD_BY_LIMIT = ("updateStrategy.maxUnavailable: no more ready pods may go until others are "
                  "available (minReadySeconds)")
+SPECIFIED_IN_LIST_ORDER = ("specified for deletion, as the others of its group are: which of "
+                           "them the ready limit (updateStrategy.maxUnavailable) lets go first "
+                           "follows the controller's list order")
 
 
 @dataclass
 class Tie:
-    """Pods of which `removed` go, which ones not knowable (the prediction's TieGroup)."""
+    """Pods of which `removed` go without waiting, which ones not knowable (the
+    prediction's TieGroup); held members go too once the controller stops waiting."""
 
     members: list[CloneSetPod]
     removed: int
@@ -59,14 +75,17 @@ class ScaleIn:
     """The outcome of the syncs of a scale-in, in the controller's order.
 
     `deleted`: gone without waiting. `held`: marked PreparingDelete (or left so) and kept
-    until their preDelete hook lets go, or chosen but kept by `deleteReadyLimit` until
-    other pods are available; `held_reason` says which, per pod name. `order`: every pod,
+    until their preDelete hook lets go, chosen but kept by `deleteReadyLimit` until
+    other pods are available, or specified while `scaleStrategy.maxUnavailable` holds back
+    the creations that come first; `held_reason` says which, per pod name, and `held_on`
+    the pod it waits on where another pod's availability lets it go. `order`: every pod,
     deleted first, then held, then the rest as the last sort ranked them.
     """
 
     deleted: list[CloneSetPod] = field(default_factory=list)
     held: list[CloneSetPod] = field(default_factory=list)
     held_reason: dict[str, str] = field(default_factory=dict)
+    held_on: dict[str, str] = field(default_factory=dict)  # the pod a held pod waits on
     order: list[CloneSetPod] = field(default_factory=list)
     ties: list[Tie] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -139,6 +158,10 @@ class _Sync:
     order: list[CloneSetPod] = field(default_factory=list)
     ties: list[Tie] = field(default_factory=list)
     creates: bool = False
+    created: int = 0  # pods created (scaleUpLimit), of which `created_old` current revision
+    created_old: int = 0
+    creation_held: str | None = None  # why none may be created, with what it waits on
+    waits_on: str = ""
 
 
 def one_sync(spec: CloneSetSpec, pods: Sequence[CloneSetPod], now_ns: int | None) -> _Sync:
@@ -157,6 +180,10 @@ def one_sync(spec: CloneSetSpec, pods: Sequence[CloneSetPod], now_ns: int | None
                               default_is_pod_update(spec), now_ns)
     if diffs.scale_up_num > 0:
         result.creates = True
+        result.created = diffs.scale_up_limit
+        result.created_old = min(diffs.scale_up_num_old_revision, diffs.scale_up_limit)
+        if not diffs.scale_up_limit:
+            _creation_held(spec, pods, diffs.scale_up_num, now_ns, result)
         return result
     if pre_delete:
         _delete(spec, pre_delete, result)
@@ -175,6 +202,10 @@ def one_sync(spec: CloneSetSpec, pods: Sequence[CloneSetPod], now_ns: int | None
                 limit -= 1
             else:
                 result.kept_ready.append(pod)
+        ready = [pod for pod in named if pod.ready()]
+        if result.kept_ready and len(ready) > len(result.kept_ready):
+            result.ties.append(Tie(ready, len(ready) - len(result.kept_ready),
+                                   why=SPECIFIED_IN_LIST_ORDER))
         _delete(spec, can, result)
         if result.deleted or result.hooked:
             return result
@@ -183,6 +214,37 @@ def one_sync(spec: CloneSetSpec, pods: Sequence[CloneSetPod], now_ns: int | None
     _scale_in(spec, pods, diffs.scale_down_num, diffs.scale_down_num_old_revision,
               diffs.delete_ready_limit, now_ns, result)
     return result
+
+
+def _creation_held(spec: CloneSetSpec, pods: Sequence[CloneSetPod], missing: int,
+                   now_ns: int | None, result: _Sync) -> None:
+    """Why `scaleStrategy.maxUnavailable` lets no pod be created, and the first pod whose
+    availability would let one be: the unavailable pods as `calculateDiffsWithExpectation`
+    counts them (PreparingDelete, or not available and not specified)."""
+    unavailable = sorted(p.name for p in pods if p.lifecycle == PREPARING_DELETE or (
+        not is_specified_delete(spec, p) and not p.available(spec.min_ready_seconds, now_ns)))
+    result.waits_on = unavailable[0] if unavailable else ""
+    pods_word = "pod" if missing == 1 else "pods"
+    result.creation_held = (
+        f"the CloneSet creates {missing} {pods_word} before it deletes a specified one, and "
+        f"scaleStrategy.maxUnavailable ({spec.scale_max_unavailable}) holds the creation back "
+        f"while {len(unavailable)} of its pods {'is' if len(unavailable) == 1 else 'are'} "
+        "unavailable")
+
+
+def created_pods(count: int, old: int, spec: CloneSetSpec, first: int) -> list[CloneSetPod]:
+    """The pods a sync creates as the next syncs see them: Pending, unscheduled, in
+    lifecycle PreparingNormal, the first `old` of the current revision (NewVersionedPods);
+    named `(created N)`, which no pod's name can be."""
+    pods = []
+    for index in range(count):
+        revision = spec.current_revision if index < old else spec.update_revision
+        pods.append(CloneSetPod(PodFacts({
+            "metadata": {"name": f"(created {first + index})",
+                         "labels": {REVISION_LABEL: revision,
+                                    LIFECYCLE_STATE_LABEL: PREPARING_NORMAL}},
+            "status": {"phase": "Pending"}})))
+    return pods
 
 
 def _scale_in(spec: CloneSetSpec, pods: Sequence[CloneSetPod], total: int, old: int,
@@ -238,12 +300,18 @@ def scale_in(spec: CloneSetSpec, pods: Sequence[CloneSetPod], now_ns: int | None
              max_syncs: int | None = None) -> ScaleIn:
     """The syncs of a scale-in from `pods` (the CloneSet's active pods) at the clock
     `now_ns`, until a sync changes nothing. The pods' lifecycle is changed in place where a
-    sync marks them PreparingDelete or returns them to service: pass fresh records."""
+    sync marks them PreparingDelete or returns them to service: pass fresh records.
+
+    The pods a sync creates take part in the next syncs (Pending), and leave the outcome
+    afterwards: it names only `pods`.
+    """
     outcome = ScaleIn()
     remaining = list(pods)
     kept: list[CloneSetPod] = []
     last_order: list[CloneSetPod] = []
-    for _ in range(max_syncs or 2 * len(pods) + 2):
+    created = 0
+    held_back: _Sync | None = None
+    for _ in range(max_syncs or 4 * len(pods) + 8):
         step = one_sync(spec, remaining, now_ns)
         if step.order:
             last_order = step.order
@@ -254,19 +322,37 @@ def scale_in(spec: CloneSetSpec, pods: Sequence[CloneSetPod], now_ns: int | None
         for pod in step.hooked:
             pod.lifecycle = PREPARING_DELETE
         if step.creates:
-            outcome.notes.append("the CloneSet controller creates pods in this sync (a surge "
-                                 "or a pod to replace), and deletes none")
+            if not step.created:
+                held_back = step
+                break
+            remaining.extend(created_pods(step.created, step.created_old, spec, created + 1))
+            created += step.created
+            continue
         if not (step.deleted or step.hooked or step.returned):
             break
         gone = {id(p) for p in step.deleted}
         outcome.deleted.extend(step.deleted)
         remaining = [p for p in remaining if id(p) not in gone]
+    if created:
+        outcome.notes.append(
+            f"the CloneSet controller creates {created} pod{'' if created == 1 else 's'} "
+            "on the way (below its count, or a surge to replace specified pods); the "
+            "prediction follows its syncs with them Pending")
     for pod in remaining:
         if pod.lifecycle == PREPARING_DELETE and (
                 spec.pre_delete is not None and spec.pre_delete.holds(pod)):
             outcome.held.append(pod)
             outcome.held_reason[pod.name] = HELD_BY_HOOK
     held_ids = {id(p) for p in outcome.held}
+    if held_back is not None and held_back.creation_held:
+        # Held back below its count, it deletes the pods planned for deletion only later.
+        for pod in remaining:
+            if id(pod) not in held_ids and (is_specified_delete(spec, pod)
+                                            or pod.lifecycle == PREPARING_DELETE):
+                outcome.held.append(pod)
+                outcome.held_reason[pod.name] = held_back.creation_held
+                outcome.held_on[pod.name] = held_back.waits_on or pod.name
+                held_ids.add(id(pod))
     for pod in kept:
         if id(pod) not in held_ids:
             outcome.held.append(pod)
@@ -278,4 +364,26 @@ def scale_in(spec: CloneSetSpec, pods: Sequence[CloneSetPod], now_ns: int | None
     if len(rest_order) != len(rest):
         rest_order = choose(rest, 0, spec, now_ns).order if rest else []
     outcome.order = outcome.deleted + outcome.held + rest_order
+    return _without_created(outcome, pods) if created else _settled_ties(outcome)
+
+
+def _without_created(outcome: ScaleIn, pods: Sequence[CloneSetPod]) -> ScaleIn:
+    """The outcome with only the pods that exist now: the created ones left out."""
+    real = set(map(id, pods))
+    outcome.deleted = [p for p in outcome.deleted if id(p) in real]
+    outcome.held = [p for p in outcome.held if id(p) in real]
+    outcome.order = [p for p in outcome.order if id(p) in real]
+    for tie in outcome.ties:
+        tie.members = [p for p in tie.members if id(p) in real]
+    outcome.ties = [tie for tie in outcome.ties if tie.members]
+    return _settled_ties(outcome)
+
+
+def _settled_ties(outcome: ScaleIn) -> ScaleIn:
+    """Each tie's `removed` as the syncs ended: its members deleted without waiting (a
+    later sync may take the members an earlier one kept; the held ones go once the
+    controller stops waiting, which the verdict's end state counts)."""
+    deleted = set(map(id, outcome.deleted))
+    for tie in outcome.ties:
+        tie.removed = sum(id(p) in deleted for p in tie.members)
     return outcome

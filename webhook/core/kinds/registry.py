@@ -13,6 +13,7 @@ from typing import Any
 from ..argorollouts.prediction import predict_rollout_scale
 from ..cloneset.cloneset_pod import POD_CONDITIONS as CLONESET_POD_CONDITIONS
 from ..cloneset.cloneset_pod import POD_FIELDS as CLONESET_POD_FIELDS
+from ..cloneset.fix import by_specified_delete
 from ..cloneset.prediction import predict_cloneset
 from ..deployment.prediction import predict_deployment
 from ..leaderworkerset.fix import by_group
@@ -57,7 +58,7 @@ KINDS: tuple[WorkloadKind, ...] = (
     # github.com/openkruise/kruise: deletes specified pods and old revisions first, then
     # by rules like a ReplicaSet's (the deletion cost counts).
     WorkloadKind(Resource("clonesets", "CloneSet", "apps.kruise.io/v1alpha1", True,
-                          optional=True), ("clone",), predict_cloneset, by_cost(),
+                          optional=True), ("clone",), predict_cloneset, by_specified_delete,
                  pod_fields=CLONESET_POD_FIELDS, pod_conditions=CLONESET_POD_CONDITIONS),
 )
 

@@ -189,6 +189,9 @@ def deciding_rule(victim: RankedPod, survivor: RankedPod) -> str:
 class TieGroup:
     """Pods tied with the cut on rules 1-5: `removed` of them go, which ones is not knowable.
 
+    Members that are also `blocked` in the prediction are not counted in `removed` (it
+    counts what goes without waiting); they go too once the controller stops waiting.
+
     `why` says why the members may go when it is not such a tie (a race between
     controllers whose outcome decides whether they go at all)."""
 

@@ -1,8 +1,9 @@
 """What a violation's fix is worded from: the prediction, the safe count, the pods at stake.
 
 A fix is a list of options, each one thing a person or a controller can do now (scale to
-a count, set a cost on named pods, delete a named pod so that its controller recreates
-it), or the plain statement that only waiting helps, and why. Each workload kind words its
+a count, set a cost on named pods, undo what specifies a pod for deletion, cordon a node
+and delete a named pod so that its controller recreates it elsewhere, saying what that
+costs), or the plain statement that only waiting helps, and why. Each workload kind words its
 own options (its registry record's `fix`) from these facts; `assessment` adds the options
 every kind shares (the safe count). The webhook gives each option as one warning, so each
 fits the API server's 256 characters with its `poolguard fix: ` prefix.
@@ -84,3 +85,34 @@ def listed(names: Sequence[str]) -> str:
 def wait_option(wait: Wait) -> str:
     """The option of a scale-down that stalls: nothing but waiting moves it on."""
     return f"wait, then retry: the controller deletes nothing more while {wait.reason}"
+
+
+
+def fitted_cordon(words: Callable[[str, int, str], str], names: Sequence[str],
+                  pods: Sequence[RankedPod], limit: int = FIX_LENGTH,
+                  least_nodes: int = 0) -> str:
+    """`fitted` for an option that cordons the nodes of `pods` before deleting `names`:
+    `words(shown, left_out, cordon)` with as many nodes (at most two, at least
+    `least_nodes` when the pods have that many: else the text returned is over `limit`)
+    and names as fit."""
+    nodes = sorted({pod.node_name for pod in pods if pod.node_name})
+    text = ""
+    for count in range(min(len(nodes), 2), min(least_nodes, len(nodes)) - 1, -1):
+        command = _cordon(nodes, count)
+        text = fitted(lambda shown, left, command=command: words(shown, left, command),
+                      names, limit)
+        if len(text) <= limit:
+            return text
+    return text
+
+
+def _cordon(nodes: Sequence[str], shown: int) -> str:
+    """`kubectl cordon` of the first `shown` of `nodes`, the rest counted.
+
+    A pod deleted to be recreated elsewhere most likely lands back on the node it left,
+    which has just freed its room, unless that node is cordoned first."""
+    if not nodes or not shown:
+        return f"cordon {'its node' if len(nodes) <= 1 else 'their nodes'}"
+    rest = len(nodes) - shown
+    return (f"kubectl cordon {' '.join(nodes[:shown])}"
+            + (f" (and {rest} more node{'s' if rest > 1 else ''})" if rest > 0 else ""))

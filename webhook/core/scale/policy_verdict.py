@@ -205,7 +205,9 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
         verdict.allowed = rules.enforcement != "enforce"
         verdict.lost_protected, verdict.kept_outside = lost_protected, surviving_other
         if BY_KIND[prediction.kind].deletion_cost:  # else it plays no part
-            _add_cost_hint(verdict, lost_protected, surviving_other, describe)
+            # A victim its controller chose by its own rule (a reason) no cost spares.
+            ranked = [p for p in lost_protected if p.name not in prediction.reasons]
+            _add_cost_hint(verdict, ranked, surviving_other, describe)
     return verdict
 
 
@@ -215,7 +217,12 @@ def _evaluate_stalling(policy: Policy, prediction: ScalePrediction, node_lookup:
     the state it waits in (only the pods deleted without waiting gone), which lasts as
     long as the pod it waits on stays as it is."""
     waiting = [b.pod for b in prediction.blocked]
-    end = replace(prediction, victims=[*prediction.victims, *waiting], blocked=[])
+    # A tie's `removed` counts its members deleted without waiting: its blocked ones go too.
+    blocked_ids = set(map(id, waiting))
+    end_ties = [replace(g, removed=g.removed + sum(id(p) in blocked_ids for p in g.members))
+                for g in prediction.tie_groups]
+    end = replace(prediction, victims=[*prediction.victims, *waiting], blocked=[],
+                  tie_groups=end_ties)
     verdict = evaluate(policy, end, node_lookup, protected)
     stalled = replace(prediction, survivors=[*waiting, *prediction.survivors], blocked=[],
                       notes=[])
