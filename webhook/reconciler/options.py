@@ -21,3 +21,6 @@ class Options:
     lease_duration: int = 15
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    max_rewrite_share: float = 0.2  # brake.py: the share of managed costs a pass may rewrite
+    accept_rewrites: str | None = None  # the policy generation whose rewrites are confirmed
+    policy_configmap: str | None = None  # NAMESPACE/NAME: where the brake's Events go

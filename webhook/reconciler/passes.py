@@ -16,6 +16,7 @@ from ..cluster.live import read_snapshot
 from ..core.kinds.resource import NAMESPACES, NODES, PODS
 from ..core.objects.kube import Obj, name_of, namespace_of
 from ..core.policy.policy import Policy
+from .brake import BUILT_IN, brake_reason, count_pass
 from .decide import CLEANED, FAILED, KEPT, PATCHED, SKIPPED, UNCHANGED_POD, UNTOUCHED
 from .lease import holding_lease, make_elector
 from .metrics import Metrics
@@ -63,8 +64,13 @@ class Summary:
 
 def run_once(api: client.ApiClient, policy: Policy, options: Options, *,
              out: Callable[[str], None] = print, metrics: Metrics | None = None,
-             stop: threading.Event | None = None) -> Summary:
-    """One pass over every pod (listed fresh); takes the Lease unless dry-run."""
+             stop: threading.Event | None = None, generation: str = BUILT_IN,
+             held: Callable[[str], None] = lambda reason: None) -> Summary:
+    """One pass over every pod (listed fresh); takes the Lease unless dry-run.
+
+    Rewrites of managed costs are held (brake.py) when the pass would rewrite more than
+    the bound of them and `generation` is not accepted: `held(reason)` is told.
+    """
     stop = stop or threading.Event()
     elector = None if options.dry_run else make_elector(api, options)
     summary = Summary()
@@ -72,7 +78,14 @@ def run_once(api: client.ApiClient, policy: Policy, options: Options, *,
         view = read_snapshot(api, (NAMESPACES, NODES, PODS))
         reconciler = Reconciler(api, view, policy, options, may_write=may_write,
                                 metrics=metrics, out=out, stop=stop)
-        for pod in _sorted_pods(view.all_pods()):
+        pods = _sorted_pods(view.all_pods())
+        count = count_pass(policy, ((pod, reconciler.evaluate(pod)) for pod in pods))
+        reason = brake_reason(count, options.max_rewrite_share, generation,
+                              options.accept_rewrites)
+        if reason is not None:
+            reconciler.hold_rewrites = True
+            held(reason)
+        for pod in pods:
             summary.add(*reconciler.reconcile(pod))
     return summary
 
