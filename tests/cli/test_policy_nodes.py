@@ -97,3 +97,22 @@ def test_plan_under_the_example_policy_still_judges():
                  "1", "--now", "2026-11-22T12:00:00Z", "--fail-on-deny")
     assert result.returncode == 3, result.stdout  # denied, as before
     assert result.stderr == ""  # the training node is a label value policy check names
+
+
+def test_policy_check_against_the_live_cluster_reads_its_nodes(mistyped, tmp_path):
+    import yaml
+
+    from tests.support.kubeapi import FakeKubeAPI
+
+    _, path = mistyped
+    with FakeKubeAPI() as api:
+        api.put(*yaml.safe_load((REPO / STATE).read_text())["items"])
+        kubeconfig = str(api.write_kubeconfig(tmp_path / "kubeconfig"))
+        good = run("policy", "check", "examples/policy.yaml", "--kubeconfig", kubeconfig)
+        bad = run("policy", "check", str(path), "--kubeconfig", kubeconfig, "-q")
+        reads = {request.path for request in api.requests}
+    assert good.returncode == 0, good.stderr
+    assert "Nodes of the cluster by pool (node.usage):" in good.stdout
+    assert "  inference    2 nodes: gpu-inf-1, gpu-inf-2" in good.stdout.splitlines()
+    assert bad.returncode == 3 and bad.stderr.startswith("error: ")
+    assert reads == {"/api/v1/nodes"}  # nodes only: no pod list for a policy check
