@@ -116,3 +116,11 @@ def test_policy_check_against_the_live_cluster_reads_its_nodes(mistyped, tmp_pat
     assert "  inference    2 nodes: gpu-inf-1, gpu-inf-2" in good.stdout.splitlines()
     assert bad.returncode == 3 and bad.stderr.startswith("error: ")
     assert reads == {"/api/v1/nodes"}  # nodes only: no pod list for a policy check
+
+
+def test_reconcile_preview_under_such_a_policy_says_why_costs_would_change(mistyped):
+    _, path = mistyped
+    result = run("reconcile", "--state", STATE, "--policy", str(path), "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "deletion cost 1000 -> 0" in result.stdout  # what it would do, shown
+    assert result.stderr.startswith(f"warning: {path}: ")  # and why, never silently

@@ -27,6 +27,7 @@ from ..cluster.kubeclient import (
 from ..cluster.policy_event import configmap_ref
 from ..cluster.state import PolicyHolder, load_policy, load_state
 from ..core.policy.policy import Policy
+from ..core.policy.pool_coverage import pool_coverage
 from ..errors import InputError, LeaseHeldError
 from ..reconciler.brake import REWRITES_HELD, policy_generation
 from ..reconciler.decide import FAILED
@@ -276,6 +277,9 @@ def _preview(args: argparse.Namespace, policy: Policy | None, options: Options) 
                              "only (no --once or --cleanup)")
     assert policy is not None
     view = load_state(args.state)  # StateError: one error line, exit code 2
+    for finding in pool_coverage(policy, view.nodes()).disarming:
+        print(f"warning: {args.policy or 'the built-in policy'}: {finding.message}",
+              file=sys.stderr)
     if args.output == "json":
         print(json.dumps(preview(view, policy, options.exclude_namespaces), indent=2))
         return EXIT_OK
