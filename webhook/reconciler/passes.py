@@ -6,6 +6,7 @@ and visits the pods in namespace/name order, so the dry-run lines read like a re
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from ..cluster.live import read_snapshot
 from ..core.kinds.resource import NAMESPACES, NODES, PODS
 from ..core.objects.kube import Obj, name_of, namespace_of
 from ..core.policy.policy import Policy
+from ..core.policy.pool_coverage import pool_coverage
 from .brake import BUILT_IN, brake_reason, count_pass
 from .decide import CLEANED, FAILED, KEPT, PATCHED, SKIPPED, UNCHANGED_POD, UNTOUCHED
 from .lease import holding_lease, make_elector
@@ -25,6 +27,8 @@ from .writer import Reconciler
 
 if TYPE_CHECKING:
     from kubernetes import client
+
+log = logging.getLogger("poolguard.reconciler")
 
 
 @dataclass
@@ -85,6 +89,9 @@ def run_once(api: client.ApiClient, policy: Policy, options: Options, *,
         if reason is not None:
             reconciler.hold_rewrites = True
             held(reason)
+        for finding in pool_coverage(policy, view.nodes()).disarming:
+            # never silently: costs written under a policy that protects no node
+            log.warning("the policy protects no node: %s", finding.message)
         for pod in pods:
             summary.add(*reconciler.reconcile(pod))
     return summary

@@ -161,8 +161,9 @@ class Service:
 
     def _policy_refused(self, reason: str) -> None:
         self.metrics.policy_refused.inc()
-        self._post_event("PolicyRefused", f"poolguard-reconciler kept the last good policy: "
-                         f"{reason}")
+        if self.is_leader():  # one Event, not one per replica
+            self._post_event("PolicyRefused", f"poolguard-reconciler kept the last good "
+                             f"policy: {reason}")
 
     def _post_event(self, reason: str, message: str) -> None:
         if self.options.policy_configmap is not None and not self.options.dry_run:
@@ -185,11 +186,12 @@ class Service:
         elif reason is None and self._held is not None:
             log.info("rewrites no longer held: %s", count.words())
         self._held = reason
-        if reason is None and count.rewritten:
+        writes = sum(need.outcome == PATCH for _, need in needs)
+        if reason is None and writes:
             for finding in pool_coverage(policy, self.cluster.nodes()).disarming:
-                # never silently: costs rewritten under a policy that protects no node
-                log.warning("rewriting %s under a policy that protects no node: %s",
-                            count.words(), finding.message)
+                # never silently: costs written under a policy that protects no node
+                log.warning("writing %d costs under a policy that protects no node: %s",
+                            writes, finding.message)
 
     def enqueue_all(self) -> Summary:
         """Evaluate every cached pod; queue those that need a write (a full resync)."""
