@@ -70,13 +70,19 @@ def pool_coverage(policy: Policy, nodes: Iterable[Mapping[str, Any]]) -> PoolCov
     """Which nodes each pool of `policy` matches among `nodes`, and what is wrong."""
     node_list = list(nodes)
     label = policy.pool_label
-    values = Counter(labels_of(node)[label] for node in node_list if label in labels_of(node))
-    by_pool = {pool.name: tuple(sorted(name_of(node) for node in node_list
-                                       if labels_of(node).get(label) == pool.name))
-               for pool in policy.pools}
-    unlisted = {value: count for value, count in sorted(values.items())
-                if policy.pool_by_name(value) is None}
-    unlabelled = len(node_list) - sum(values.values())
+    members: dict[str, list[str]] = {pool.name: [] for pool in policy.pools}
+    unlisted_counts: Counter[str] = Counter()
+    unlabelled = 0
+    for node in node_list:  # one pass: a large cluster's nodes are read once
+        value = labels_of(node).get(label)
+        if value is None:
+            unlabelled += 1
+        elif value in members:
+            members[value].append(name_of(node))
+        else:
+            unlisted_counts[value] += 1
+    by_pool = {name: tuple(sorted(names)) for name, names in members.items()}
+    unlisted = dict(sorted(unlisted_counts.items()))
     findings = _findings(policy, node_list, by_pool, unlisted)
     return PoolCoverage(label, len(node_list), by_pool, unlisted, unlabelled, tuple(findings))
 
