@@ -466,7 +466,7 @@ def test_platform_values_rename_schedule_and_narrow_everything() -> None:
                              "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
     assert main["args"][main["args"].index("--port") + 1] == "10260"
     assert main["ports"] == [{"name": "https", "containerPort": 10260, "protocol": "TCP"}]
-    assert main["env"] == [{"name": "TZ", "value": "UTC"}]
+    assert main["env"][-1] == {"name": "TZ", "value": "UTC"}
     assert main["readinessProbe"]["periodSeconds"] == 3
     assert main["volumeMounts"][-1]["mountPath"] == "/etc/ssl/corporate"
     assert pod["volumes"][-1] == {"name": "extra-ca", "configMap": {"name": "corporate-ca"}}
@@ -812,3 +812,21 @@ def test_doc_commands_use_real_values_files_and_flags() -> None:
             seen["webhook"] += 1
             webhook_parser().parse_args(words[3:])
     assert seen["helm"] >= 3 and seen["plugin"] >= 2 and seen["webhook"] >= 2, seen
+
+
+def test_the_rewrite_brake_values_reach_the_reconciler() -> None:
+    from webhook.cli.main import build_parser
+
+    objects = render(sets=("reconciler.maxRewritePercent=50",
+                           "reconciler.acceptRewrites=0123456789ab"))
+    [container] = find(objects, "Deployment", "poolguard-reconciler")["spec"]["template"][
+        "spec"]["containers"]
+    args = container["args"]
+    assert args[args.index("--max-rewrite-percent") + 1] == "50"
+    assert args[args.index("--accept-rewrites") + 1] == "0123456789ab"
+    parsed = build_parser().parse_args(args)
+    assert (parsed.max_rewrite_percent, parsed.accept_rewrites) == (50, "0123456789ab")
+    refused = subprocess.run([str(HELM), "template", "poolguard", str(CHART), "--set",
+                              "reconciler.acceptRewrites=not-a-hash"],
+                             capture_output=True, text=True, check=False)
+    assert refused.returncode != 0 and "acceptRewrites" in refused.stderr

@@ -55,6 +55,7 @@ def test_overlay_builds_with_the_expected_objects(overlay: str) -> None:
         ("ClusterRoleBinding", "poolguard-reconciler"),
         ("Role", "poolguard-reconciler-leader-election"),
         ("RoleBinding", "poolguard-reconciler-leader-election"),
+        ("Role", "poolguard-webhook-events"), ("RoleBinding", "poolguard-webhook-events"),
         ("ConfigMap", "poolguard-policy"),
         ("Deployment", "poolguard-webhook"), ("Deployment", "poolguard-reconciler"),
         ("Service", "poolguard-webhook"), ("PodDisruptionBudget", "poolguard-webhook"),
@@ -93,7 +94,7 @@ def test_rendered_objects_validate_against_kubernetes_schemas(overlay: str,
             continue
         kv.validate(obj, version, strict=True)  # raises on any error or unknown field
         checked += 1
-    assert checked == 20
+    assert checked == 22
 
 
 def test_schema_validation_is_strict_and_offline() -> None:
@@ -321,9 +322,13 @@ def test_deployment_security_context(overlay: str, deployment: str) -> None:
     assert "memory" in container["resources"]["limits"]
     env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
            for e in container.get("env", [])}
-    # the reconciler's leader election reads these; the webhook reads no environment
+    # the reconciler's leader election reads these; the webhook only its namespace, for
+    # --policy-configmap $(POD_NAMESPACE)/poolguard-policy
     expected = ({"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
-                if container["args"][0] == "reconcile" else {})
+                if container["args"][0] == "reconcile"
+                else {"POD_NAMESPACE": "metadata.namespace"})
+    configmap = container["args"][container["args"].index("--policy-configmap") + 1]
+    assert configmap == "$(POD_NAMESPACE)/poolguard-policy"
     assert env == expected
     # The namespace enforces the restricted Pod Security Standard these pods meet.
     namespace = find(objects, "Namespace", NAMESPACE)
@@ -356,6 +361,7 @@ def test_webhook_deployment(overlay: str) -> None:
     spec = pod_spec(objects, "poolguard-webhook")
     [container] = spec["containers"]
     assert container["args"] == ["serve", "--policy", "/etc/poolguard/policy.yaml",
+                                 "--policy-configmap", "$(POD_NAMESPACE)/poolguard-policy",
                                  "--cert", "/etc/poolguard/tls/tls.crt",
                                  "--key", "/etc/poolguard/tls/tls.key", "--port", "8443"]
     assert "command" not in container  # the image's ENTRYPOINT: python -m webhook
@@ -400,7 +406,8 @@ def test_reconciler_deployment() -> None:
     spec = pod_spec(objects, "poolguard-reconciler")
     [container] = spec["containers"]
     assert container["args"] == ["reconcile", "--policy", "/etc/poolguard/policy.yaml",
-                                 "--metrics-port", "9090"]
+                                 "--metrics-port", "9090",
+                                 "--policy-configmap", "$(POD_NAMESPACE)/poolguard-policy"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"metrics": 9090}
     for probe in ("readinessProbe", "livenessProbe"):

@@ -97,6 +97,21 @@ def test_without_the_crds_the_webhook_lists_the_custom_kinds_and_nothing_more(tm
     assert used <= granted("poolguard-webhook")
 
 
+def test_the_webhooks_event_on_a_refused_policy_is_granted_by_its_role(tmp_path):
+    """The one write the webhook makes: an Event on the policy ConfigMap, in its namespace."""
+    from webhook.admission.runtime import _refusal_reporter
+
+    with FakeKubeAPI() as api:
+        client = api_client_from(str(api.write_kubeconfig(tmp_path / "kc")))
+        counted = []
+        _refusal_reporter("poolguard/poolguard-policy", client, type(
+            "Counter", (), {"inc": lambda self: counted.append(1)})())("a reason")
+        client.close()
+        used = used_permissions(api.requests)
+    assert counted and used == {("", "events", "create")}
+    assert used <= granted("poolguard-webhook-events", kind="Role")
+
+
 def test_reconciler_roles_are_exactly_what_it_calls(tmp_path):
     """One long-running reconciler (watches, patches, Events, Lease) and a cleanup run."""
     import signal

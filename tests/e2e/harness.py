@@ -33,6 +33,7 @@ from webhook.cluster.state import load_policy
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 POOL_LABEL = "node.usage"
+POLICY_CONFIGMAP = "poolguard/poolguard-policy"  # where a refused policy's Event goes
 # Several nodes per pool, so pods double up on nodes only sometimes (rank, rule 5).
 NODES = {"inference": 3, "hybrid": 3, "training": 2}
 COSTS = {"inference": 1000, "hybrid": -100, "training": 0}  # the shipped policy's pool tops
@@ -234,7 +235,8 @@ class Environment:
         self.serve = self.plane.spawn("poolguard-serve", [
             PY, "-m", "webhook", "serve",
             "--kubeconfig", str(home / "poolguard-webhook.kubeconfig"),
-            "--policy", str(self.policy_file), "--cert", str(home / "certs" / "tls.crt"),
+            "--policy", str(self.policy_file), "--policy-configmap", POLICY_CONFIGMAP,
+            "--cert", str(home / "certs" / "tls.crt"),
             "--key", str(home / "certs" / "tls.key"), "--host", "127.0.0.1",
             "--port", str(self.webhook_port), *(["--access-log"] if access_log else [])])
         wait_for("poolguard serve /readyz", lambda: self.webhook_get("/readyz")[0] == 200,
@@ -263,7 +265,8 @@ class Environment:
         self.reconciler = self.plane.spawn("poolguard-reconcile", [
             PY, "-m", "webhook", "reconcile",
             "--kubeconfig", str(home / "poolguard-reconciler.kubeconfig"),
-            "--policy", str(self.policy_file), "--metrics-port", str(free_port())],
+            "--policy", str(self.policy_file), "--policy-configmap", POLICY_CONFIGMAP,
+            "--metrics-port", str(free_port())],
             env={"POD_NAMESPACE": "poolguard", "POD_NAME": "e2e-reconciler"})
 
         def leading() -> bool:

@@ -42,7 +42,8 @@ echo "e2e: run directory $E2E_RUN_DIR (component logs in logs/)"
 status=0
 # shellcheck disable=SC2086
 "$PY" -m pytest -p no:cacheprovider -o addopts= -q -rfE --durations=20 ${PYTEST_ARGS:-} \
-    tests/e2e/test_scenarios.py tests/e2e/test_consolidation.py tests/e2e/test_controllers.py \
+    tests/e2e/test_scenarios.py tests/e2e/test_policy_guard.py \
+    tests/e2e/test_consolidation.py tests/e2e/test_controllers.py \
     tests/e2e/test_hpa.py tests/e2e/test_leaderworkerset.py tests/e2e/test_fake_kubelet.py \
     tests/e2e/test_argo_rollouts.py tests/e2e/test_cloneset.py \
     tests/e2e/test_differential.py tests/e2e/test_differential_lws.py \

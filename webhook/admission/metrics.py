@@ -51,6 +51,8 @@ class AdmissionMetrics:
     certificate_expiry: Gauge
     owner_decided: Counter
     scale_clamped: Counter
+    policy_rejected: Counter
+    policy_degraded: Gauge
 
 
 @cache
@@ -91,6 +93,14 @@ def admission() -> AdmissionMetrics:
         scale_clamped=Counter("poolguard_scale_clamped_total",
                               "Autoscaler scale-downs lowered to the smallest safe count",
                               ["kind", "namespace"]),
+        # policy_change: a valid change that would leave a protected pool without nodes.
+        policy_rejected=Counter("poolguard_policy_rejected_total",
+                                "Valid policy changes refused because no node would be in a "
+                                "protected pool (or none carries poolLabel)"),
+        policy_degraded=Gauge("poolguard_policy_degraded",
+                              "1 when the policy in force has a protected pool without nodes "
+                              "or no node carries its poolLabel, else 0",
+                              multiprocess_mode="livemax"),
     )
 
 

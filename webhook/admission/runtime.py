@@ -11,6 +11,7 @@ import gc
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,9 @@ from ..cluster.memory_budget import SERVE
 from ..cluster.memory_watch import MemoryWatch
 from ..cluster.state import PolicyHolder, load_state
 from ..cluster.view import WatchedView
+from ..core.policy.policy import Policy
+from ..core.policy.policy_change import change_refusal
+from ..core.policy.pool_coverage import pool_coverage
 from ..core.view.cluster import ClusterView
 from .handlers import Context
 
@@ -48,6 +52,8 @@ class Runtime:
         self.settings = settings or Settings()
         self._next_policy_check = 0.0
         self.memory: MemoryWatch | None = None  # set by build_runtime
+        # policy_nodes_problem's last answer: (the policy, when it expires, the problem)
+        self._nodes_checked: tuple[Policy, float, str | None] | None = None
 
     def _refresh_policy(self) -> None:
         now = time.monotonic()
@@ -96,14 +102,51 @@ class Runtime:
                     f"{self.settings.max_staleness_seconds:.0f}s staleness bound")
         return None
 
+    def _nodes(self) -> list[Any]:
+        nodes = getattr(self.view, "nodes", None)  # both views poolguard ships list them
+        return list(nodes()) if nodes is not None else []
+
+    def vet_policy(self, current: Policy, new: Policy) -> str | None:
+        """Why a new policy must not replace the one in force (`policy_change`), or None;
+        None too while the cache cannot be trusted (the degraded metric then tells)."""
+        if self.view_problem() is not None:
+            return None
+        return change_refusal(current, new, self._nodes())
+
+    def policy_nodes_problem(self) -> str | None:
+        """What leaves the policy in force without protected nodes, in words, or None
+        (also while the cache cannot be trusted, or the view has no nodes).
+
+        Read again at most every policy_check_seconds for the same policy: the check
+        reads every node (some 20 ms for 10,000), and probes and the readiness thread ask
+        often, on the worker that answers admission requests.
+        """
+        if self.view_problem() is not None:
+            return None
+        policy, now = self.policy.policy, time.monotonic()
+        last = self._nodes_checked
+        if last is not None and last[0] is policy and now < last[1]:
+            return last[2]
+        coverage = pool_coverage(policy, self._nodes())
+        problem = "; ".join(finding.message for finding in coverage.disarming) or None
+        self._nodes_checked = (policy, now + self.settings.policy_check_seconds, problem)
+        return problem
+
     def readiness(self) -> tuple[bool, dict[str, Any]]:
-        """(ready, details) for /readyz."""
+        """(ready, details) for /readyz.
+
+        A policy that protects no node leaves readiness alone (poolguard fails open and
+        serves); `policyNodes` says what is wrong and the degraded metric is 1.
+        """
         self._refresh_policy()  # probes alone must notice a policy file gone bad
         problem = self.view_problem()
         details: dict[str, Any] = {"policy": "ok" if self.policy.error is None else "stale",
-                                   "cache": problem or "ok"}
+                                   "cache": problem or "ok",
+                                   "policyNodes": self.policy_nodes_problem() or "ok"}
         if self.policy.error:
             details["policyError"] = self.policy.error
+        if self.policy.refused:
+            details["policyRefused"] = self.policy.refused
         if self.watched is not None:
             details["resources"] = self.watched.sync_status()
         # A memory warning is named, never a reason to be unready: an unready webhook
@@ -127,6 +170,7 @@ def build_runtime(args: argparse.Namespace) -> Runtime:
 
     policy = PolicyHolder(args.policy, on_error=measured.policy_errors.inc, on_load=loaded)
     settings = Settings(max_staleness_seconds=args.max_staleness, fail_closed=args.fail_closed)
+    api = None  # the live mode's client, for the refused policy's Event
     if args.state:
         snapshot = getattr(args, "snapshot", None)  # parsed once by `serve` before forking
         if snapshot is None:
@@ -141,10 +185,14 @@ def build_runtime(args: argparse.Namespace) -> Runtime:
 
         # Watches are re-opened every minute, so even a quiet resource is heard from well
         # inside the default staleness bound.
-        view = LiveCluster(api_client_from(args.kubeconfig, args.context), watch_timeout=60)
+        api = api_client_from(args.kubeconfig, args.context)
+        view = LiveCluster(api, watch_timeout=60)
         view.start()
         runtime = Runtime(policy, view, settings)
-    _report_readiness(runtime, measured.cache_synced)
+    policy.vet = runtime.vet_policy
+    policy.on_refused = _refusal_reporter(getattr(args, "policy_configmap", None), api,
+                                          measured.policy_rejected)
+    _report_readiness(runtime, measured.cache_synced, measured.policy_degraded)
     _watch_memory(runtime, args.workers)
     return runtime
 
@@ -162,18 +210,43 @@ def _watch_memory(runtime: Runtime, workers: int) -> None:
     runtime.memory.start()
 
 
-def _report_readiness(runtime: Runtime, gauge: Any,
+def _refusal_reporter(configmap: str | None, api: Any,
+                      counter: Any) -> Callable[[str], None]:
+    """What a refused policy change does beside the log line: the metric, and an Event on
+    the policy's ConfigMap when live (`api`) and `--policy-configmap` names it."""
+    def refused(reason: str) -> None:
+        counter.inc()
+        if configmap is not None and api is not None:
+            from ..cluster.policy_event import configmap_ref, post_policy_event
+
+            post_policy_event(api, configmap_ref(configmap), "PolicyRefused",
+                              f"poolguard-webhook kept the last good policy: {reason}",
+                              "poolguard-webhook")
+
+    return refused
+
+
+def _report_readiness(runtime: Runtime, gauge: Any, degraded: Any,
                       period: float = READINESS_METRIC_SECONDS) -> None:
-    """Keep this worker's cache_synced gauge current, whether or not probes reach it.
+    """Keep this worker's cache_synced and policy_degraded gauges current, whether or not
+    probes reach it.
 
     The metric is the minimum over the workers, and a probe or scrape lands on one worker:
     a worker that answered none would otherwise hold it at 0. Checking readiness also
     re-reads a changed policy file, so a bad policy is counted without any traffic.
     """
     def loop() -> None:
+        reported = "ok"
         while True:
-            ready, _ = runtime.readiness()
+            ready, details = runtime.readiness()
             gauge.set(1 if ready else 0)
+            nodes_problem = details["policyNodes"]
+            degraded.set(0 if nodes_problem == "ok" else 1)
+            if nodes_problem != reported:  # once per change: the metric is the alert's
+                if nodes_problem != "ok":
+                    log.warning("degraded: the policy in force protects no node: %s",
+                                nodes_problem)
+                reported = nodes_problem
             time.sleep(period)
 
     threading.Thread(target=loop, daemon=True, name="readiness-metric").start()

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import urllib3
@@ -23,7 +24,10 @@ from ..cluster.kubeclient import (
 from ..cluster.live import read_snapshot
 from ..cluster.state import ListedSnapshot, load_policy, load_state, write_state
 from ..core.kinds.registry import KINDS, RESOURCES, SIZED_KINDS
+from ..core.kinds.resource import Resource
 from ..core.objects.kube import format_time_ns, parse_time_ns
+from ..core.policy.policy import Policy
+from ..core.policy.pool_coverage import PoolCoverage, pool_coverage
 from ..core.scale.requester import clamps
 from ..core.view.snapshot import Snapshot
 from ..errors import EXIT_USAGE, CommandError
@@ -67,8 +71,8 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
         "unusable input or an unreachable API server; "
         f"{EXIT_DENIED} --fail-on-deny and the verdict (or one of --all-workloads) denies; "
         f"{EXIT_NOT_CHECKED} --fail-on-deny, none denies, but a verdict could not be checked "
-        "because the state lacks pods or nodes (NOT CHECKED, JSON checked: false and "
-        "allowed: null).",
+        "because the state lacks pods or nodes, or no node of the state is in a protected "
+        "pool of the policy (NOT CHECKED, JSON checked: false and allowed: null).",
     )
     parser.add_argument("--state", metavar="FILE",
                         help="cluster state: a kubectl get ... -o yaml List or multi-document "
@@ -110,8 +114,8 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
                         "to the safe count (CLAMPED to N, JSON clampedTo)")
     parser.add_argument("--fail-on-deny", action="store_true",
                         help=f"exit {EXIT_DENIED} when the verdict denies, {EXIT_NOT_CHECKED} "
-                        "when it could not be checked for want of pods or nodes in the state "
-                        "(for CI gates)")
+                        "when it could not be checked for want of pods or nodes in the state, "
+                        "or of nodes in a protected pool (for CI gates)")
     parser.set_defaults(run=run_plan)
 
 
@@ -130,9 +134,10 @@ def run_plan(args: argparse.Namespace) -> int:
                            "leave them out with --state")
     else:
         view = load_state(args.state)
+    coverage = _checked_coverage(policy, view, args.policy or "the built-in policy")
     if args.all_workloads:
         documents = audit_workloads(view, policy, args.replicas_delta, args.replicas, now_ns,
-                                    args.as_user)
+                                    args.as_user, coverage)
         if output_format == "json":
             text = json.dumps(documents, indent=2)
         else:
@@ -142,7 +147,7 @@ def run_plan(args: argparse.Namespace) -> int:
         if output_format == "html" and len(args.workload) > 1:
             raise CommandError("--output html draws one workload; give one --workload")
         documents = [build_plan(view, policy, ref, _target(view, ref, args), now_ns,
-                                args.as_user)
+                                args.as_user, coverage)
                      for ref in args.workload]
         if output_format == "json":
             text = json.dumps(documents[0] if len(documents) == 1 else documents, indent=2)
@@ -158,6 +163,15 @@ def run_plan(args: argparse.Namespace) -> int:
     if any(doc["allowed"] is None for doc in documents):
         return EXIT_NOT_CHECKED
     return 0
+
+
+def _checked_coverage(policy: Policy, view: Snapshot, source: str) -> PoolCoverage:
+    """The policy checked against the state's nodes; what leaves a protected pool without
+    nodes is warned on stderr (the rest, often meant, is `policy check --state`'s)."""
+    coverage = pool_coverage(policy, view.nodes())
+    for finding in coverage.disarming:
+        print(f"warning: {source}: {finding.message}", file=sys.stderr)
+    return coverage
 
 
 def _target(view: Snapshot, ref: str, args: argparse.Namespace) -> int:
@@ -203,8 +217,10 @@ def _write_output(text: str, path: str | None) -> None:
 
 
 def read_live_state(kubeconfig: str | None, context: str | None,
-                    save_to: str | None = None) -> ListedSnapshot:
-    """Read the cluster once; optionally save it as a state file. Errors: CommandError."""
+                    save_to: str | None = None,
+                    resources: Iterable[Resource] | None = None) -> ListedSnapshot:
+    """Read the cluster once (every resource plan reads, or `resources`); optionally save
+    it as a state file. Errors: CommandError."""
     try:
         api = api_client_from(kubeconfig, context)
     except NoKubeConfigError as err:
@@ -214,7 +230,7 @@ def read_live_state(kubeconfig: str | None, context: str | None,
         raise CommandError(str(err)) from None
     server = server_of(api)
     try:
-        snapshot = read_snapshot(api)
+        snapshot = read_snapshot(api) if resources is None else read_snapshot(api, resources)
     except ApiError as err:
         raise CommandError(f"reading the cluster from the API server at {server}: "
                            f"{err}") from None

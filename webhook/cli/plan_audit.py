@@ -8,13 +8,15 @@ from typing import Any
 from ..core.kinds.registry import SIZED_KINDS
 from ..core.objects.kube import controller_ref, name_of, namespace_of, replicas_of
 from ..core.policy.policy import Policy
+from ..core.policy.pool_coverage import PoolCoverage
 from ..core.view.snapshot import Snapshot
 from .plan_document import plan_workload
 from .plan_lookup import PlanError
 
 
 def audit_workloads(view: Snapshot, policy: Policy, delta: int | None, replicas: int | None,
-                    now_ns: int | None, as_user: str | None = None) -> list[dict[str, Any]]:
+                    now_ns: int | None, as_user: str | None = None,
+                    coverage: PoolCoverage | None = None) -> list[dict[str, Any]]:
     """A plan for every workload a person scales: every kind of the registry.
 
     The children an owner sizes (a Deployment's or Rollout's ReplicaSets, a
@@ -36,7 +38,8 @@ def audit_workloads(view: Snapshot, policy: Policy, delta: int | None, replicas:
             raise PlanError(f"--replicas-delta {delta}: {ref} has {current} replicas, so the "
                             f"target would be {target}; use a delta of -{current} or more, "
                             "or --replicas 0")
-        documents.append(plan_workload(view, policy, workload, target, now_ns, as_user))
+        documents.append(plan_workload(view, policy, workload, target, now_ns, as_user,
+                                       coverage))
     return documents
 
 

@@ -17,6 +17,7 @@ from ..core.kinds.registry import BY_KIND, exempt_users_for
 from ..core.kinds.workload_kind import WorkloadKind
 from ..core.objects.kube import name_of, namespace_of, replicas_of
 from ..core.policy.policy import Policy, policy_for
+from ..core.policy.pool_coverage import PoolCoverage
 from ..core.replicaset.active_pods_with_ranks import RankedPod, TieGroup, deciding_rule, is_certain
 from ..core.scale.policy_verdict import placement
 from ..core.scale.requester import answer_requester
@@ -33,21 +34,24 @@ VICTIM, POSSIBLE_VICTIM, BLOCKED, SURVIVES = "victim", "possible-victim", "block
 
 
 def build_plan(view: ClusterView, policy: Policy, workload_ref: str, replicas: int,
-               now_ns: int | None, as_user: str | None = None) -> dict[str, Any]:
+               now_ns: int | None, as_user: str | None = None,
+               coverage: PoolCoverage | None = None) -> dict[str, Any]:
     """The plan document (the stable JSON interface) for scaling a workload.
 
     With `as_user`, the verdict is what the webhooks answer that requester: exempt users
     and owner-sized workloads are allowed, an autoscaler may be clamped (`clampedTo`).
+    `coverage`: the policy checked against the state's nodes (no verdict is checked when
+    it leaves a protected pool without nodes).
     """
     if replicas < 0:
         raise PlanError(f"--replicas {replicas}: must be 0 or more")
     return plan_workload(view, policy, find_workload(view, workload_ref), replicas, now_ns,
-                         as_user)
+                         as_user, coverage)
 
 
 def plan_workload(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
-                  replicas: int, now_ns: int | None,
-                  as_user: str | None = None) -> dict[str, Any]:
+                  replicas: int, now_ns: int | None, as_user: str | None = None,
+                  coverage: PoolCoverage | None = None) -> dict[str, Any]:
     """The plan document for scaling `workload` (an object of the view) to `replicas`."""
     judged = policy_for(policy, as_user)
     # The webhook's own decision, with the victims shown even out of scope.
@@ -61,6 +65,11 @@ def plan_workload(view: ClusterView, policy: Policy, workload: Mapping[str, Any]
     document = plan_document(view, judged, preview.assessment, now_ns, preview.out_of_scope)
     gaps = [] if preview.out_of_scope else state_gaps(workload, preview.assessment.prediction,
                                                       view.node)
+    if coverage is not None and not preview.out_of_scope:
+        # Under a pool label or pool name no node carries, no pod is protected: every
+        # scale-down would look safe, a confident wrong answer.
+        gaps += [f"the policy does not match the nodes: {finding.message}"
+                 for finding in coverage.disarming]
     if gaps:  # missing pods or nodes would read as "nothing deleted": no verdict at all
         document.update(checked=False, allowed=None, notCheckedBecause="; ".join(gaps))
     document["requester"], document["clampedTo"], document["requesterNote"] = as_user, None, None

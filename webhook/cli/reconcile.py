@@ -24,9 +24,12 @@ from ..cluster.kubeclient import (
     describe_error,
     server_of,
 )
+from ..cluster.policy_event import configmap_ref
 from ..cluster.state import PolicyHolder, load_policy, load_state
 from ..core.policy.policy import Policy
+from ..core.policy.pool_coverage import pool_coverage
 from ..errors import InputError, LeaseHeldError
+from ..reconciler.brake import REWRITES_HELD, policy_generation
 from ..reconciler.decide import FAILED
 from ..reconciler.metrics import serve_http
 from ..reconciler.options import Options
@@ -64,6 +67,12 @@ def unique_identity() -> str:
     a `kubectl exec` into the leader's pod must not share its identity."""
     base = os.environ.get("POD_NAME") or socket.gethostname()
     return f"{base}_{uuid.uuid4()}"
+
+
+def _percent(text: str) -> int:
+    if not text.isdigit() or int(text) > 100:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole percentage from 0 to 100")
+    return int(text)
 
 
 def _port(text: str) -> int:
@@ -118,6 +127,17 @@ def _add_mode_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exclude-namespace", action="append", metavar="NS",
                         help="never touch pods in NS; repeatable (default: kube-system and "
                         "the lease namespace)")
+    parser.add_argument("--max-rewrite-percent", type=_percent, default=20, metavar="N",
+                        help="in one full pass, rewrite at most N%% of the deletion costs "
+                        "poolguard manages (and at least one); above it every rewrite is held "
+                        "until the policy is fixed or the rewrites confirmed (default 20)")
+    parser.add_argument("--accept-rewrites", metavar="GENERATION",
+                        help="confirm rewrites above --max-rewrite-percent for the policy file "
+                        "of this generation (the first 12 hex digits of its sha256, as the "
+                        "held message names it)")
+    parser.add_argument("--policy-configmap", metavar="NAMESPACE/NAME",
+                        help="the ConfigMap --policy is mounted from: held rewrites and "
+                        "refused policy changes are posted there as Warning Events")
     parser.add_argument("--no-events", action="store_true",
                         help="do not emit a Kubernetes Event for each re-costed pod")
     parser.add_argument("--metrics-port", type=_port, default=9090, metavar="PORT",
@@ -170,6 +190,11 @@ def options_from(args: argparse.Namespace) -> Options:
                              f"{args.lease_duration}")
     namespace = args.lease_namespace or default_namespace()
     excluded = args.exclude_namespace or ["kube-system", namespace]
+    if args.policy_configmap is not None:
+        try:
+            configmap_ref(args.policy_configmap)
+        except ValueError as err:
+            raise ReconcileError(f"--policy-configmap {err}") from None
     return Options(dry_run=args.dry_run, qps=args.qps, burst=args.burst,
                    resync_seconds=args.resync_seconds, events=not args.no_events,
                    exclude_namespaces=tuple(excluded),
@@ -178,7 +203,10 @@ def options_from(args: argparse.Namespace) -> Options:
                    lease_duration=args.lease_duration, renew_deadline=args.renew_deadline,
                    retry_period=args.retry_period,
                    rebalance_interval=args.rebalance_interval,
-                   rebalance_moves_per_minute=args.rebalance_moves_per_minute)
+                   rebalance_moves_per_minute=args.rebalance_moves_per_minute,
+                   max_rewrite_share=args.max_rewrite_percent / 100,
+                   accept_rewrites=args.accept_rewrites,
+                   policy_configmap=args.policy_configmap)
 
 
 def run_reconcile(args: argparse.Namespace) -> int:
@@ -220,8 +248,13 @@ def _run(api: client.ApiClient, policy: Policy | None, options: Options,
         print(f"cleanup: {summary.cleanup_line(options.dry_run)}")
     elif args.once:
         assert policy is not None
-        summary = run_once(api, policy, options, stop=stop)
+        summary = run_once(api, policy, options, stop=stop,
+                           generation=policy_generation(args.policy),
+                           held=lambda reason: print(f"error: rewrites held: {reason}",
+                                                     file=sys.stderr))
         print(f"reconcile: {summary.line(options.dry_run)}")
+        if summary.skipped[REWRITES_HELD]:
+            return EXIT_FAILED
     else:
         return _serve(api, PolicyHolder(args.policy), options, args.metrics_port, stop)
     # A pass cut short (leadership lost, SIGTERM) has not done its job: say so.
@@ -261,6 +294,9 @@ def _preview(args: argparse.Namespace, policy: Policy | None, options: Options) 
                              "only (no --once or --cleanup)")
     assert policy is not None
     view = load_state(args.state)  # StateError: one error line, exit code 2
+    for finding in pool_coverage(policy, view.nodes()).disarming:
+        print(f"warning: {args.policy or 'the built-in policy'}: {finding.message}",
+              file=sys.stderr)
     if args.output == "json":
         print(json.dumps(preview(view, policy, options.exclude_namespaces), indent=2))
         return EXIT_OK

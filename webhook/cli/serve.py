@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from ..cluster.kubeclient import NoKubeConfigError, add_cluster_arguments, api_client_from
+from ..cluster.policy_event import configmap_ref
 from ..cluster.state import load_policy, load_state
 from ..errors import CommandError
 
@@ -24,6 +25,9 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
         "in-cluster).")
     parser.add_argument("--policy", metavar="FILE",
                         help="policy YAML, re-read when it changes (default: built-in policy)")
+    parser.add_argument("--policy-configmap", metavar="NAMESPACE/NAME",
+                        help="the ConfigMap --policy is mounted from: a refused policy change "
+                        "is also posted there as a Warning Event (live mode)")
     parser.add_argument("--cert", required=True, metavar="FILE",
                         help="serving certificate (PEM), reloaded when rotated")
     parser.add_argument("--key", required=True, metavar="FILE", help="its private key (PEM)")
@@ -70,6 +74,11 @@ def run_serve(args: argparse.Namespace) -> int:
     if args.client_ca and args.worker_class != "gevent":
         raise CommandError("--client-ca needs the gevent worker (--worker-class gevent)")
     load_policy(args.policy)  # a bad policy stops startup here, with the field named
+    if args.policy_configmap is not None:
+        try:
+            configmap_ref(args.policy_configmap)
+        except ValueError as err:
+            raise CommandError(f"--policy-configmap {err}") from None
     if args.state:
         # Read once, here: a bad file is one error line instead of a traceback per
         # worker, and the workers share the parsed objects through fork.

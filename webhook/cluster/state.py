@@ -289,15 +289,26 @@ def _one_policy(documents: list[Any], source: str) -> Policy:
     return parse_policy(documents[0], source=source)
 
 
+PolicyVet = Callable[[Policy, Policy], str | None]  # (in force, new) -> why refused
+
+
 class PolicyHolder:
-    """The last good policy; re-reads its file when it changes and keeps the old on error."""
+    """The last good policy; re-reads its file when it changes and keeps the old on error.
+
+    `vet` judges a valid new policy against the cluster (`policy_change.change_refusal`):
+    a reason refuses it, the policy in force stays, and `on_refused(reason)` is told.
+    """
 
     def __init__(self, path: str | None, on_error: Callable[[], None] = lambda: None,
-                 on_load: Callable[[], None] = lambda: None) -> None:
+                 on_load: Callable[[], None] = lambda: None, *,
+                 vet: PolicyVet | None = None,
+                 on_refused: Callable[[str], None] = lambda reason: None) -> None:
         self.path = path
         self._on_error, self._on_load = on_error, on_load
+        self.vet, self.on_refused = vet, on_refused
         self.policy: Policy = load_policy(path)  # a bad file at start stops startup
         self.error: str | None = None
+        self.refused: str | None = None  # why the last change was refused, until one is taken
         self._watcher = FileWatcher(path) if path is not None else None
         self._lock = threading.Lock()
         on_load()
@@ -312,12 +323,20 @@ class PolicyHolder:
                 return
             self._watcher.take(stamp)  # an invalid file is reported once, not every check
             try:
-                self.policy = load_policy(self.path)
+                policy = load_policy(self.path)
             except PolicyError as err:
                 self.error = str(err)
                 self._on_error()
                 log.error("policy reload rejected, keeping the last good policy: %s", err)
                 return
             self.error = None
+            refusal = self.vet(self.policy, policy) if self.vet is not None else None
+            if refusal is not None:
+                self.refused = f"policy file {self.path}: {refusal}"
+                log.error("policy reload refused, keeping the last good policy: %s",
+                          self.refused)
+                self.on_refused(self.refused)
+                return
+            self.policy, self.refused = policy, None
             self._on_load()
             log.info("policy reloaded from %s", self.path)

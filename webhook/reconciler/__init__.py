@@ -6,6 +6,7 @@ get the cost here. One concern per module, listed in the order they build on eac
 
 - options.py    the settings every mode shares (the `reconcile` command's flags)
 - decide.py     pure: what a pod needs (the core's decide_cost, plus what is skipped, why)
+- brake.py      pure: the brake on mass rewrites of managed costs in one full pass
 - workqueue.py  deduplicating work queue, token-bucket rate limiter
 - lease.py      leader election on a Lease; holding it for a one-shot pass
 - metrics.py    Prometheus metrics, /metrics and /healthz

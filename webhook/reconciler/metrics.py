@@ -79,6 +79,13 @@ class Metrics:
             registry=reg)
         for result in REBALANCE_RESULTS:
             self.rebalance_moves.labels(result)
+        self.rewrites_held = prom.Gauge(
+            "poolguard_reconciler_rewrites_held", "Deletion costs whose rewrite the brake "
+            "holds (more than --max-rewrite-percent of the managed costs at the last full "
+            "pass), else 0", registry=reg)
+        self.policy_refused = prom.Counter(
+            "poolguard_reconciler_policy_refused", "Valid policy changes refused because no "
+            "node would be in a protected pool (or none carries poolLabel)", registry=reg)
         for result in (PATCHED, "conflict", "gone", "error"):
             self.patches.labels(result)
         for outcome in (PATCHED, UNCHANGED_POD, KEPT, SKIPPED, FAILED):

@@ -23,3 +23,6 @@ class Options:
     retry_period: float = 2.0
     rebalance_interval: float = 30.0  # seconds between rebalance steps (policy-enabled only)
     rebalance_moves_per_minute: float = 6.0
+    max_rewrite_share: float = 0.2  # brake.py: the share of managed costs a pass may rewrite
+    accept_rewrites: str | None = None  # the policy generation whose rewrites are confirmed
+    policy_configmap: str | None = None  # NAMESPACE/NAME: where the brake's Events go

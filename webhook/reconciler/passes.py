@@ -6,6 +6,7 @@ and visits the pods in namespace/name order, so the dry-run lines read like a re
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -16,6 +17,8 @@ from ..cluster.live import read_snapshot
 from ..core.kinds.resource import NAMESPACES, NODES, PODS
 from ..core.objects.kube import Obj, name_of, namespace_of
 from ..core.policy.policy import Policy
+from ..core.policy.pool_coverage import pool_coverage
+from .brake import BUILT_IN, brake_reason, count_pass
 from .decide import CLEANED, FAILED, KEPT, PATCHED, SKIPPED, UNCHANGED_POD, UNTOUCHED
 from .lease import holding_lease, make_elector
 from .metrics import Metrics
@@ -24,6 +27,8 @@ from .writer import Reconciler
 
 if TYPE_CHECKING:
     from kubernetes import client
+
+log = logging.getLogger("poolguard.reconciler")
 
 
 @dataclass
@@ -63,8 +68,13 @@ class Summary:
 
 def run_once(api: client.ApiClient, policy: Policy, options: Options, *,
              out: Callable[[str], None] = print, metrics: Metrics | None = None,
-             stop: threading.Event | None = None) -> Summary:
-    """One pass over every pod (listed fresh); takes the Lease unless dry-run."""
+             stop: threading.Event | None = None, generation: str = BUILT_IN,
+             held: Callable[[str], None] = lambda reason: None) -> Summary:
+    """One pass over every pod (listed fresh); takes the Lease unless dry-run.
+
+    Rewrites of managed costs are held (brake.py) when the pass would rewrite more than
+    the bound of them and `generation` is not accepted: `held(reason)` is told.
+    """
     stop = stop or threading.Event()
     elector = None if options.dry_run else make_elector(api, options)
     summary = Summary()
@@ -72,7 +82,17 @@ def run_once(api: client.ApiClient, policy: Policy, options: Options, *,
         view = read_snapshot(api, (NAMESPACES, NODES, PODS))
         reconciler = Reconciler(api, view, policy, options, may_write=may_write,
                                 metrics=metrics, out=out, stop=stop)
-        for pod in _sorted_pods(view.all_pods()):
+        pods = _sorted_pods(view.all_pods())
+        count = count_pass(policy, ((pod, reconciler.evaluate(pod)) for pod in pods))
+        reason = brake_reason(count, options.max_rewrite_share, generation,
+                              options.accept_rewrites)
+        if reason is not None:
+            reconciler.hold_rewrites = True
+            held(reason)
+        for finding in pool_coverage(policy, view.nodes()).disarming:
+            # never silently: costs written under a policy that protects no node
+            log.warning("the policy protects no node: %s", finding.message)
+        for pod in pods:
             summary.add(*reconciler.reconcile(pod))
     return summary
 

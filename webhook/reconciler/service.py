@@ -24,12 +24,16 @@ from typing import TYPE_CHECKING, Any
 from ..cluster.live import LiveCluster, read_snapshot
 from ..cluster.memory_budget import RECONCILER
 from ..cluster.memory_watch import MemoryWatch
+from ..cluster.policy_event import configmap_ref, post_policy_event
 from ..cluster.state import PolicyHolder
 from ..core.consolidation.pod_cost import needs_load, view_node_load
 from ..core.kinds.resource import NAMESPACES, NODES, PODS
 from ..core.objects.kube import Obj, labels_of, meta, name_of, namespace_of, spec_of, status_of
 from ..core.policy.policy import Policy
-from .decide import FAILED, KEPT, PATCH, PodKey
+from ..core.policy.policy_change import change_refusal
+from ..core.policy.pool_coverage import pool_coverage
+from .brake import REWRITES_HELD, brake_reason, count_pass, policy_generation, rewrites
+from .decide import FAILED, KEPT, PATCH, SKIPPED, PodKey, PodNeed
 from .lease import make_elector
 from .metrics import Metrics
 from .options import Options
@@ -67,7 +71,7 @@ class Service:
                  out: Callable[[str], None] = print, metrics: Metrics | None = None,
                  cluster: LiveCluster | None = None,
                  policy_file: PolicyHolder | None = None) -> None:
-        self.options = options
+        self.options, self.api = options, api
         self.policy_file = policy_file  # re-read when it changes, as the webhook does
         self.metrics = metrics or Metrics()
         self.cluster = cluster or LiveCluster(api, (PODS, NODES, NAMESPACES))
@@ -86,6 +90,11 @@ class Service:
         self._failures: Counter[PodKey] = Counter()
         self._worker_died = False
         self.cluster.on_event(self._on_event)
+        self.generation = policy_generation(policy_file.path if policy_file else None)
+        self._held: str | None = None  # why rewrites are held (brake.py)
+        if policy_file is not None:
+            policy_file.vet = self._vet_policy
+            policy_file.on_refused = self._policy_refused
         self.metrics.queue_depth.set_function(lambda: len(self.queue))
         self.metrics.staleness.set_function(self.cluster.staleness_seconds)
         self.metrics.leader.set_function(lambda: 1 if self.is_leader() else 0)
@@ -160,24 +169,71 @@ class Service:
         if self.policy_file.policy is self.reconciler.policy:
             return False
         self.reconciler.policy = self.policy_file.policy
+        self.generation = policy_generation(self.policy_file.path)
         log.info("policy changed: re-evaluating every pod")
         return True
+
+    def _vet_policy(self, current: Policy, new: Policy) -> str | None:
+        """A policy change that leaves a protected pool without nodes is refused
+        (`policy_change`): its writes would move every protected pod's cost."""
+        if not self.cluster.synced:
+            return None  # the first full pass's brake judges it instead
+        return change_refusal(current, new, self.cluster.nodes())
+
+    def _policy_refused(self, reason: str) -> None:
+        self.metrics.policy_refused.inc()
+        if self.is_leader():  # one Event, not one per replica
+            self._post_event("PolicyRefused", f"poolguard-reconciler kept the last good "
+                             f"policy: {reason}")
+
+    def _post_event(self, reason: str, message: str) -> None:
+        if self.options.policy_configmap is not None and not self.options.dry_run:
+            post_policy_event(self.api, configmap_ref(self.options.policy_configmap), reason,
+                              message, "poolguard-reconciler")
+
+    def _brake(self, needs: list[tuple[Obj, PodNeed]]) -> None:
+        """Hold every rewrite of a managed cost when a full pass would rewrite too many
+        (brake.py); say so once per new reason, and again when released."""
+        policy = self.reconciler.policy
+        assert policy is not None
+        count = count_pass(policy, needs)
+        reason = brake_reason(count, self.options.max_rewrite_share, self.generation,
+                              self.options.accept_rewrites)
+        self.reconciler.hold_rewrites = reason is not None
+        self.metrics.rewrites_held.set(count.rewritten if reason else 0)
+        if reason is not None and reason != self._held:
+            log.error("rewrites held: %s", reason)
+            self._post_event("RewritesHeld", f"poolguard-reconciler: {reason}")
+        elif reason is None and self._held is not None:
+            log.info("rewrites no longer held: %s", count.words())
+        self._held = reason
+        writes = sum(need.outcome == PATCH for _, need in needs)
+        if reason is None and writes:
+            for finding in pool_coverage(policy, self.cluster.nodes()).disarming:
+                # never silently: costs written under a policy that protects no node
+                log.warning("writing %d costs under a policy that protects no node: %s",
+                            writes, finding.message)
 
     def enqueue_all(self) -> Summary:
         """Evaluate every cached pod; queue those that need a write (a full resync)."""
         self.metrics.set_free_nodes(self._free_nodes())
         summary = Summary()
         foreign: Counter[str] = Counter()
-        for facts in self.cluster.all_pod_facts():
-            pod = facts.pod
-            verdict = self.reconciler.evaluate(pod)
-            if verdict.outcome == PATCH:
+        needs = [(facts.pod, self.reconciler.evaluate(facts.pod), facts.cost_writer)
+                 for facts in self.cluster.all_pod_facts()]
+        self._brake([(pod, verdict) for pod, verdict, _ in needs])
+        for pod, verdict, cost_writer in needs:
+            if verdict.outcome == PATCH and self.reconciler.hold_rewrites and rewrites(
+                    self.reconciler.policy, pod, verdict):
+                summary.add(SKIPPED, REWRITES_HELD)
+                self.metrics.record(SKIPPED, REWRITES_HELD)
+            elif verdict.outcome == PATCH:
                 self.queue.add((namespace_of(pod), name_of(pod)))
             else:
                 summary.add(verdict.outcome, verdict.reason)
                 self.metrics.record(verdict.outcome, verdict.reason)
-                if verdict.outcome == KEPT and facts.cost_writer:
-                    foreign[facts.cost_writer] += 1
+                if verdict.outcome == KEPT and cost_writer:
+                    foreign[cost_writer] += 1
         self.metrics.set_foreign_cost_pods(foreign)
         self.metrics.resyncs.inc()
         log.info("resync: %d pods queued, %s", len(self.queue), summary.line())

@@ -23,6 +23,7 @@ from ..core.cost.mutation import CostDecision
 from ..core.objects.kube import Obj, annotations_of, meta, name_of, namespace_of, spec_of
 from ..core.policy.policy import Policy
 from ..errors import ConflictError, NotFoundError
+from .brake import REWRITES_HELD, rewrites
 from .decide import (
     CLEANED,
     FAILED,
@@ -66,6 +67,8 @@ class Reconciler:
         self.out = out
         self.stop = stop or threading.Event()
         self._announced: dict[PodKey, str] = {}
+        # brake.py: while set, a write that rewrites a managed cost is held.
+        self.hold_rewrites = False
 
     def evaluate(self, pod: Obj) -> PodNeed:
         """What `pod` needs, from the cached view (no I/O)."""
@@ -84,6 +87,8 @@ class Reconciler:
             if verdict.outcome != PATCH:
                 return verdict.outcome, verdict.reason
             assert verdict.decision is not None
+            if self.hold_rewrites and rewrites(self.policy, current, verdict):
+                return SKIPPED, REWRITES_HELD
             if self.options.dry_run:
                 self._announce(current, _change_line(current, verdict.decision))
                 return PATCHED, ""

@@ -1,0 +1,137 @@
+"""The brake on mass rewrites, and policy changes refused against the nodes: the
+reconciler never rewrites most of the costs it manages on a policy mistake."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import factories as f
+from tests.support.kubeapi import FakeKubeAPI, wait_until
+from tests.support.policies import FLAT_POLICY_FILE
+from tests.support.reconcilers import FAST, client_for, fake_api
+from tests.support.reconcilers import running as run_service
+from webhook.cli.main import main
+from webhook.cluster.state import PolicyHolder
+from webhook.core.cost.deletion_cost import DELETION_COST_ANNOTATION as COST
+from webhook.core.cost.deletion_cost import MANAGED_COST_ANNOTATION as MARKER
+from webhook.core.cost.deletion_cost import POOL_ANNOTATION as POOL
+from webhook.reconciler.options import Options
+
+FLAT = Path(FLAT_POLICY_FILE).read_text()
+MISSPELT = FLAT.replace("name: inference", "name: inferense")
+NO_SUCH_LABEL = FLAT.replace("poolLabel: node.usage", "poolLabel: node.pool")
+LEASE_FLAGS = ["--lease-duration", "1", "--renew-deadline", "0.5", "--retry-period", "0.05"]
+CONFIGMAP = "poolguard/poolguard-policy"
+
+
+def managed(name: str, node: str, cost: str, pool: str) -> dict:
+    return f.pod(name, node_name=node, annotations={COST: cost, MARKER: cost, POOL: pool})
+
+
+@pytest.fixture
+def api() -> Iterator[FakeKubeAPI]:
+    """Four inference pods and one hybrid pod, their costs set by poolguard."""
+    with fake_api(f.node("inf-1", "inference"), f.node("inf-2", "inference"),
+                  f.node("hyb-1", "hybrid"),
+                  *(managed(f"llm-{i}", f"inf-{1 + i % 2}", "1000", "inference")
+                    for i in range(4)),
+                  managed("hyb", "hyb-1", "-100", "hybrid")) as server:
+        yield server
+
+
+def costs(api: FakeKubeAPI) -> dict[str, str]:
+    return {pod["metadata"]["name"]: pod["metadata"]["annotations"][COST]
+            for pod in api.objects("Pod")}
+
+
+def generation(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def test_once_under_a_misspelt_pool_holds_every_rewrite(api, tmp_path, capsys):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(MISSPELT)
+    kubeconfig = str(api.write_kubeconfig(tmp_path / "kubeconfig"))
+    before = costs(api)
+    base = ["reconcile", "--kubeconfig", kubeconfig, *LEASE_FLAGS, "--once", "--policy",
+            str(policy)]
+    code = main(base)
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert costs(api) == before  # not one inference pod re-costed to the default
+    assert api.write_count("PATCH", "/pods/") == 0
+    assert out.startswith("reconcile: 5 pods: patched 0, unchanged 1, kept 0, skipped 4 "
+                          "(rewrites-held 4)")
+    assert err.splitlines()[0] == (
+        "error: rewrites held: 4 of the 5 deletion costs it manages would be rewritten (4 to "
+        "defaultDeletionCost 0), over the 20% bound (1): holding them for policy generation "
+        f"{generation(policy)}; fix the policy, or confirm with --accept-rewrites "
+        f"{generation(policy)} (the chart's reconciler.acceptRewrites)")
+    # confirmed by naming the generation: done, and said
+    assert main([*base, "--accept-rewrites", generation(policy)]) == 0
+    assert costs(api) == {**before, **{f"llm-{i}": "0" for i in range(4)}}
+
+
+def test_rewrites_within_the_bound_are_not_held(api, tmp_path, capsys):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(MISSPELT)
+    kubeconfig = str(api.write_kubeconfig(tmp_path / "kubeconfig"))
+    code = main(["reconcile", "--kubeconfig", kubeconfig, *LEASE_FLAGS, "--once", "--policy",
+                 str(policy), "--max-rewrite-percent", "80"])
+    assert code == 0, capsys.readouterr().err
+    assert costs(api)["llm-0"] == "0"
+
+
+def test_the_service_refuses_a_policy_change_that_empties_the_protected_pool(api, tmp_path):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(FLAT)
+    holder = PolicyHolder(str(policy))
+    options = Options(**{**FAST.__dict__, "policy_configmap": CONFIGMAP})
+    before = costs(api)
+    with run_service(client_for(str(api.write_kubeconfig(tmp_path / "kubeconfig")), "a"),
+                     holder.policy, options, policy_file=holder) as service:
+        wait_until(lambda: service.metrics.registry.get_sample_value(
+            "poolguard_reconciler_resyncs_total"), message="first resync")
+        policy.write_text(NO_SUCH_LABEL)
+        wait_until(lambda: holder.refused, timeout=10, message="the change refused")
+        assert "no node carries the pool label node.pool" in holder.refused
+        events = wait_until(lambda: api.objects("Event"), message="the Event")
+        assert service.metrics.registry.get_sample_value(
+            "poolguard_reconciler_policy_refused_total") == 1.0
+    assert [(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"])
+            for e in events] == [("ConfigMap", "poolguard-policy", "PolicyRefused")]
+    assert costs(api) == before
+    assert api.write_count("PATCH", "/pods/") == 0
+
+
+def test_the_service_started_under_a_mistaken_policy_holds_and_says_why(api, tmp_path):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(MISSPELT)
+    holder = PolicyHolder(str(policy))
+    options = Options(**{**FAST.__dict__, "policy_configmap": CONFIGMAP})
+    before = costs(api)
+    with run_service(client_for(str(api.write_kubeconfig(tmp_path / "kubeconfig")), "a"),
+                     holder.policy, options, policy_file=holder) as service:
+        assert wait_until(lambda: service.metrics.registry.get_sample_value(
+            "poolguard_reconciler_rewrites_held"), message="held") == 4.0
+        events = wait_until(lambda: api.objects("Event"), message="the Event")
+        held = service.metrics.registry.get_sample_value(
+            "poolguard_reconciler_pods_skipped_total", {"reason": "rewrites-held"})
+        assert held == 4.0  # the pass's four
+        # a pod event does not slip a held write through: it is held too
+        api.modify("Pod", "ml", "llm-0",
+                   lambda pod: pod["metadata"].setdefault("labels", {}).update(x="1"))
+        wait_until(lambda: service.metrics.registry.get_sample_value(
+            "poolguard_reconciler_pods_skipped_total", {"reason": "rewrites-held"}) == 5.0,
+            message="the pod event's write held")
+        policy.write_text(FLAT)  # fixed: nothing to re-pool, the hold is released
+        wait_until(lambda: service.metrics.registry.get_sample_value(
+            "poolguard_reconciler_rewrites_held") == 0.0, timeout=10, message="released")
+    assert [(e["involvedObject"]["name"], e["reason"]) for e in events] == [
+        ("poolguard-policy", "RewritesHeld")]
+    assert "4 of the 5 deletion costs it manages would be rewritten" in events[0]["message"]
+    assert costs(api) == before
