@@ -16,6 +16,7 @@ from ..core.objects.shape import ShapeError, check_object_shape
 from ..core.policy.policy import Policy, PolicyError, default_policy, parse_policy
 from ..core.view.snapshot import Snapshot
 from ..errors import InputError
+from .fast_yaml import fast_documents
 from .filewatch import FileWatcher
 
 log = logging.getLogger("poolguard")
@@ -49,6 +50,7 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
 
 
 _OBJECT_KEYS = ("apiVersion", "kind")
+_FAST_FROM = 64 * 1024  # characters of YAML from which rapidyaml reads it (fast_yaml)
 
 DATA_DIR = Path(__file__).parent.parent / "data"
 EXAMPLE_POLICY = DATA_DIR / "policy.yaml"
@@ -83,6 +85,10 @@ def parse_documents(text: str, source: str) -> list[Any]:
         documents = _concatenated_json(text, source)
         if documents is not None:
             return documents
+    # A small text (a policy, a short state) reads fast enough with PyYAML alone.
+    documents = fast_documents(text, _refuse_duplicate_keys) if len(text) > _FAST_FROM else None
+    if documents is not None:
+        return documents
     try:
         return [doc for doc in _yaml_documents(text) if doc is not None]
     except yaml.YAMLError as err:
