@@ -185,7 +185,7 @@ def load_state(path: str | Path) -> Snapshot:
     documents = read_documents(path, "state")
     if not documents:
         raise StateError(f"state file {path}: it is empty; expected the output of kubectl get "
-                         f"{STATE_RESOURCES} -A -o yaml")
+                         f"{STATE_RESOURCES} -A -o json (JSON reads fastest)")
     for obj in _objects(documents, str(path)):
         snapshot.add(obj)
     return snapshot
