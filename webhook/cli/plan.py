@@ -21,7 +21,13 @@ from ..cluster.kubeclient import (
     server_of,
 )
 from ..cluster.live import read_snapshot
-from ..cluster.state import ListedSnapshot, load_policy, load_state, write_state
+from ..cluster.state import (
+    ListedSnapshot,
+    load_policy,
+    load_state,
+    print_state_notes,
+    write_state,
+)
 from ..core.kinds.registry import KINDS, RESOURCES, SIZED_KINDS
 from ..core.objects.kube import format_time_ns, parse_time_ns
 from ..core.scale.requester import clamps
@@ -132,6 +138,7 @@ def run_plan(args: argparse.Namespace) -> int:
                            "leave them out with --state")
     else:
         view = load_state(args.state)
+        print_state_notes(view)
     if args.all_workloads:
         documents = audit_workloads(view, policy, args.replicas_delta, args.replicas, now_ns,
                                     args.as_user)

@@ -24,7 +24,7 @@ from ..cluster.kubeclient import (
     describe_error,
     server_of,
 )
-from ..cluster.state import PolicyHolder, load_policy, load_state
+from ..cluster.state import PolicyHolder, load_policy, load_state, print_state_notes
 from ..core.policy.policy import Policy
 from ..errors import InputError, LeaseHeldError
 from ..reconciler.decide import FAILED
@@ -245,6 +245,7 @@ def _preview(args: argparse.Namespace, policy: Policy | None, options: Options) 
                              "only (no --once or --cleanup)")
     assert policy is not None
     view = load_state(args.state)  # StateError: one error line, exit code 2
+    print_state_notes(view)
     if args.output == "json":
         print(json.dumps(preview(view, policy, options.exclude_namespaces), indent=2))
         return EXIT_OK

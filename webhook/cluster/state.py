@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -18,6 +19,7 @@ from ..core.view.snapshot import Snapshot
 from ..errors import InputError
 from .fast_yaml import fast_documents
 from .filewatch import FileWatcher
+from .repeated import RepeatedObjectError, read_once
 
 log = logging.getLogger("poolguard")
 Obj = Mapping[str, Any]
@@ -179,24 +181,45 @@ def _concatenated_json(text: str, source: str) -> list[Any] | None:
             documents.append(value)
 
 
-def load_state(path: str | Path) -> Snapshot:
-    """A Snapshot from a `kubectl get ... -o yaml` List, or from multi-document YAML."""
-    snapshot = Snapshot(())
+class StateSnapshot(Snapshot):
+    """The Snapshot of a state file, with what was noticed while reading it (`notes`)."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+        self.notes: list[str] = []
+
+
+def load_state(path: str | Path) -> StateSnapshot:
+    """A Snapshot from a `kubectl get ... -o json` List, or from multi-document YAML/JSON;
+    an object the file repeats is read once (`repeated`), with a note."""
+    snapshot = StateSnapshot()
     documents = read_documents(path, "state")
     if not documents:
         raise StateError(f"state file {path}: it is empty; expected the output of kubectl get "
                          f"{STATE_RESOURCES} -A -o json (JSON reads fastest)")
-    for obj in _objects(documents, str(path)):
+    try:
+        objects, note = read_once(_objects(documents, str(path)), f"state file {path}")
+    except RepeatedObjectError as err:
+        raise StateError(str(err)) from None
+    for obj in objects:
         snapshot.add(obj)
+    if note is not None:
+        snapshot.notes.append(note)
     return snapshot
 
 
-def _objects(documents: list[Any], where: str) -> Iterator[Mapping[str, Any]]:
+def print_state_notes(view: Snapshot) -> None:
+    """The notes of a state file's reading, one `note:` line each on stderr."""
+    for note in getattr(view, "notes", ()):
+        print(f"note: {note}", file=sys.stderr)
+
+
+def _objects(documents: list[Any], where: str) -> Iterator[tuple[Mapping[str, Any], str]]:
     for index, doc in enumerate(documents):
         yield from _flatten(doc, f"{where}: document {index + 1}")
 
 
-def _flatten(doc: Any, where: str) -> Iterator[Mapping[str, Any]]:
+def _flatten(doc: Any, where: str) -> Iterator[tuple[Mapping[str, Any], str]]:
     if not isinstance(doc, Mapping):
         raise StateError(f"{where}: expected a Kubernetes object or List, got "
                          f"{type(doc).__name__}")
@@ -219,7 +242,7 @@ def _flatten(doc: Any, where: str) -> Iterator[Mapping[str, Any]]:
     except ShapeError as err:
         raise StateError(f"{where}: {err}") from None
     _check_counts(doc, where)
-    yield doc
+    yield doc, where
 
 
 def _check_counts(doc: Mapping[str, Any], where: str) -> None:
