@@ -25,6 +25,7 @@ from ..core.scale.scope import preview_scale
 from ..core.scale.state_coverage import state_gaps
 from ..core.scale.units import ReplicaUnit
 from ..core.view.cluster import ClusterView
+from ..core.view.snapshot import Snapshot
 from ..errors import InputError
 from .plan_frees import frees_fields
 from .plan_lookup import PlanError, find_workload
@@ -59,10 +60,19 @@ def plan_workload(view: ClusterView, policy: Policy, workload: Mapping[str, Any]
         raise PlanError(f"{workload.get('kind')} {namespace_of(workload)}/"
                         f"{name_of(workload)}: {err}") from None
     document = plan_document(view, judged, preview.assessment, now_ns, preview.out_of_scope)
-    gaps = [] if preview.out_of_scope else state_gaps(workload, preview.assessment.prediction,
-                                                      view.node)
+    # Whether the policy governs the workload (its selectors and skip labels): the webhook
+    # checks none of a workload it does not govern; None when the state cannot tell.
+    document["governed"] = preview.out_of_scope is None
+    gaps = _namespace_gap(view, policy, workload)
+    if gaps:
+        document["governed"] = None
+    elif not preview.out_of_scope:
+        gaps = state_gaps(view, workload, preview.assessment.prediction)
     if gaps:  # missing pods or nodes would read as "nothing deleted": no verdict at all
         document.update(checked=False, allowed=None, notCheckedBecause="; ".join(gaps))
+        # Out of scope only for want of the Namespace's labels: not a reason to repeat.
+        document["warnings"] = [w for w in document["warnings"]
+                                if w != f"not checked: {preview.out_of_scope}"]
     document["requester"], document["clampedTo"], document["requesterNote"] = as_user, None, None
     document["requesterGroup"] = policy.scale_down.requester_group(as_user)
     if as_user is not None and replicas < replicas_of(workload):
@@ -73,6 +83,27 @@ def plan_workload(view: ClusterView, policy: Policy, workload: Mapping[str, Any]
             document["allowed"], document["requesterNote"] = True, answer.note
             document["clampedTo"] = answer.clamp.replicas if answer.clamp else None
     return document
+
+
+def _namespace_gap(view: ClusterView, policy: Policy, workload: Mapping[str, Any]) -> list[str]:
+    """A state without the workload's Namespace under a namespaceSelector: its labels, so
+    whether the policy governs the workload, are unknown (not "not selected")."""
+    namespace = namespace_of(workload)
+    if not policy.namespace_selector or not isinstance(view, Snapshot) \
+            or view.has_namespace(namespace):
+        return []
+    return [f"the state has no Namespace {namespace}, whose labels the policy's "
+            f"namespaceSelector needs (add it: kubectl get namespace {namespace} -o json)"]
+
+
+def not_checked(document: Mapping[str, Any]) -> bool:
+    """A verdict plan could not give: not checked, for any reason but the two that are
+    the webhook's own answer (a workload the policy does not govern, a requester whose
+    requests are allowed). `--fail-on-deny` exits 4 on it; `--all-workloads` lists it
+    first."""
+    if document["checked"] or document.get("requesterNote"):
+        return False
+    return document["allowed"] is None or document.get("governed") is not False
 
 
 def requester_judged(document: Mapping[str, Any]) -> str:
@@ -102,10 +133,10 @@ def plan_document(view: ClusterView, policy: Policy, assessment: JudgedScale,
         }
         if kind.names_replicasets:
             entry["replicaSet"] = pod.replica_set
-        if kind.victim_reason is not None:
-            entry["reason"] = kind.victim_reason
-        elif pod.name in prediction.reasons:
+        if pod.name in prediction.reasons:
             entry["reason"] = prediction.reasons[pod.name]
+        elif kind.victim_reason is not None:
+            entry["reason"] = kind.victim_reason
         elif pod.replica_set in first_survivor:
             entry["reason"] = deciding_rule(pod, first_survivor[pod.replica_set])
         else:
