@@ -33,9 +33,9 @@ from ..core.objects.kube import format_time_ns, parse_time_ns
 from ..core.scale.requester import clamps
 from ..core.view.snapshot import Snapshot
 from ..errors import EXIT_USAGE, CommandError
-from .argtypes import number
+from .argtypes import INT32_MAX, number
 from .plan_audit import audit_workloads, render_audit
-from .plan_document import build_plan
+from .plan_document import build_plan, not_checked
 from .plan_html import render_html
 from .plan_lookup import current_replicas
 from .plan_text import render_text
@@ -98,9 +98,11 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
                            for k in KINDS) + ": an audit of which scale-downs the policy "
                        "would deny (use with --replicas-delta)")
     count = parser.add_mutually_exclusive_group(required=True)
-    count.add_argument("--replicas", metavar="N", type=number(int, 0, what="replicas"),
+    count.add_argument("--replicas", metavar="N",
+                       type=number(int, 0, what="replicas", maximum=INT32_MAX),
                        help="the target replica count")
-    count.add_argument("--replicas-delta", metavar="D", type=int,
+    count.add_argument("--replicas-delta", metavar="D",
+                       type=number(int, -INT32_MAX, what="the delta", maximum=INT32_MAX),
                        help="the target relative to each workload's current count, e.g. -1 "
                        "for its next scale-down (a target below 0 is refused)")
     parser.add_argument("--policy", metavar="FILE",
@@ -164,7 +166,7 @@ def run_plan(args: argparse.Namespace) -> int:
         return 0
     if any(doc["allowed"] is False for doc in documents):
         return EXIT_DENIED
-    if any(doc["allowed"] is None for doc in documents):
+    if any(not_checked(doc) for doc in documents):
         return EXIT_NOT_CHECKED
     return 0
 

@@ -20,6 +20,7 @@ from ..errors import InputError
 from .fast_yaml import fast_documents
 from .filewatch import FileWatcher
 from .repeated import RepeatedObjectError, read_once
+from .text_encoding import UnreadableText, decode_text, refuse_nul
 
 log = logging.getLogger("poolguard")
 Obj = Mapping[str, Any]
@@ -69,11 +70,15 @@ STATE_RESOURCES = ",".join(r.name for r in RESOURCES if not r.optional)
 def read_documents(path: str | Path, what: str) -> list[Any]:
     """All YAML/JSON documents in `path`, with errors that name the file and line."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise StateError(f"{what} file {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise StateError(f"{what} file {path}: cannot read it: {err}") from None
+    except OSError as err:
+        raise StateError(f"{what} file {path}: cannot read it: {err.strerror or err}") from None
+    try:
+        text = decode_text(data, f"{what} file {path}", str(path))
+    except UnreadableText as err:
+        raise StateError(str(err)) from None
     return parse_documents(text, f"{what} file {path}")
 
 
@@ -83,6 +88,10 @@ def parse_documents(text: str, source: str) -> list[Any]:
     JSON documents may follow each other with nothing between them (two `kubectl get -o
     json` outputs in one file), which YAML does not accept.
     """
+    try:
+        refuse_nul(text, source)
+    except UnreadableText as err:
+        raise StateError(str(err)) from None
     if text.lstrip().startswith(("{", "[")):
         documents = _concatenated_json(text, source)
         if documents is not None:
@@ -93,10 +102,15 @@ def parse_documents(text: str, source: str) -> list[Any]:
         return documents
     try:
         return [doc for doc in _yaml_documents(text) if doc is not None]
+    except yaml.reader.ReaderError as err:  # a character YAML does not allow
+        line = text.count("\n", 0, err.position) + 1
+        column = err.position - (text.rfind("\n", 0, err.position) + 1) + 1
+        raise StateError(f"{source}: line {line}, column {column}: not valid YAML or JSON: "
+                         f"{err.reason} (#x{err.character:04x})") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err)
+        problem = " ".join(str(getattr(err, "problem", None) or err).split())
         if problem.startswith("duplicate key"):
             raise StateError(f"{source}:{where}: {problem}; a YAML reader keeps only the "
                              "last, so the file says two things") from None
