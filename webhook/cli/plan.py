@@ -41,7 +41,7 @@ from .plan_lookup import current_replicas
 from .plan_text import render_text
 
 EXIT_DENIED = 3  # plan --fail-on-deny: the verdict denies
-EXIT_NOT_CHECKED = 4  # plan --fail-on-deny: the state lacks pods or nodes to judge a verdict
+EXIT_NOT_CHECKED = 4  # plan --fail-on-deny: a verdict not given (`not_checked`)
 # What plan reads from the API server, in words (--help).
 _READ = (", ".join(r.name for r in RESOURCES if not r.optional) + ", and "
          + " and ".join(r.name for r in RESOURCES if r.optional)
@@ -72,9 +72,10 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
         f"Exit codes: 0 done (whatever the verdict, without --fail-on-deny); {EXIT_USAGE} "
         "unusable input or an unreachable API server; "
         f"{EXIT_DENIED} --fail-on-deny and the verdict (or one of --all-workloads) denies; "
-        f"{EXIT_NOT_CHECKED} --fail-on-deny, none denies, but a verdict could not be checked "
-        "because the state lacks pods or nodes (NOT CHECKED, JSON checked: false and "
-        "allowed: null).",
+        f"{EXIT_NOT_CHECKED} --fail-on-deny, none denies, but a verdict could not be given "
+        "(NOT CHECKED: the state lacks pods, the owner they name, nodes or the Namespace a "
+        "namespaceSelector needs; listed first by --all-workloads). A workload the policy "
+        "does not govern is the webhook's own answer: ALLOWED (not checked), exit 0.",
     )
     parser.add_argument("--state", metavar="FILE",
                         help="cluster state: what kubectl get ... -o json prints (JSON reads "
@@ -120,7 +121,7 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
                         "to the safe count (CLAMPED to N, JSON clampedTo)")
     parser.add_argument("--fail-on-deny", action="store_true",
                         help=f"exit {EXIT_DENIED} when the verdict denies, {EXIT_NOT_CHECKED} "
-                        "when it could not be checked for want of pods or nodes in the state "
+                        "when a verdict could not be given for want of data in the state "
                         "(for CI gates)")
     parser.set_defaults(run=run_plan)
 

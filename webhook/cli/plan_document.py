@@ -60,12 +60,9 @@ def plan_workload(view: ClusterView, policy: Policy, workload: Mapping[str, Any]
         raise PlanError(f"{workload.get('kind')} {namespace_of(workload)}/"
                         f"{name_of(workload)}: {err}") from None
     document = plan_document(view, judged, preview.assessment, now_ns, preview.out_of_scope)
-    # Whether the policy governs the workload (its selectors and skip labels): the webhook
-    # checks none of a workload it does not govern; None when the state cannot tell.
-    document["governed"] = preview.out_of_scope is None
     gaps = _namespace_gap(view, policy, workload)
     if gaps:
-        document["governed"] = None
+        document["governed"] = None  # the Namespace's labels would tell
     elif not preview.out_of_scope:
         gaps = state_gaps(view, workload, preview.assessment.prediction)
     if gaps:  # missing pods or nodes would read as "nothing deleted": no verdict at all
@@ -164,6 +161,9 @@ def plan_document(view: ClusterView, policy: Policy, assessment: JudgedScale,
         "safeReplicas": verdict.safe_replicas,
         "checked": out_of_scope is None,
         "notCheckedBecause": out_of_scope,
+        # Whether the policy governs the workload (its selectors and skip labels): the
+        # webhook checks none of a workload it does not govern.
+        "governed": out_of_scope is None,
         # Only the webhook sees who scales: these users' requests are never checked (a
         # controller the registry knows as another kind's never scales this one).
         "exemptUsers": exempt_users_for(prediction.kind, policy.scale_down.exempt_users),
