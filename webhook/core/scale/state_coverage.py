@@ -31,14 +31,15 @@ def state_gaps(view: ClusterView, workload: Mapping[str, Any],
     owner they name (the ReplicaSets of a Deployment), that owner is named first.
     """
     pods = _pods_of(prediction)
-    gaps = missing_owners(view, workload, prediction)
+    gaps: list[str] = []
     node = view.node
     reported, field = _reported_pods(workload, prediction.pods_per_replica)
     if prediction.pods_not_created:
         reported -= prediction.pods_not_created
         field += (f", less {prediction.pods_not_created} workers not created until their "
                   "leaders are ready")
-    if reported > len(pods):
+    if reported > len(pods):  # only then: the owners are looked for among all its pods
+        gaps.extend(missing_owners(view, workload, prediction))
         gaps.append(f"the state holds {len(pods)} of the {reported} pods "
                     f"{prediction.kind} {prediction.namespace}/{prediction.name} reports "
                     f"({field})")
