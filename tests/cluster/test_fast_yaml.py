@@ -116,3 +116,17 @@ def test_a_repeated_key_is_still_refused_with_its_line() -> None:
     text = "apiVersion: v1\nkind: List\nitems: []\nitems: []\n"
     with pytest.raises(StateError, match="line 4, column 1: duplicate key 'items'"):
         parse_documents(text, "state file s.yaml")
+
+
+def test_a_large_state_with_a_repeated_key_is_still_refused_with_its_line(
+        tmp_path: Path) -> None:
+    """Past the size from which rapidyaml reads, a repeated key sends the text to PyYAML,
+    which names it and its line."""
+    text = yaml.dump({"apiVersion": "v1", "kind": "List", "items": _state(100)},
+                     Dumper=yaml.CSafeDumper, sort_keys=False)
+    assert len(text) > 64 * 1024
+    lines = text.splitlines()
+    at = lines.index("kind: List")
+    lines.insert(at + 1, "kind: List")
+    with pytest.raises(StateError, match=f"line {at + 2}, column 1: duplicate key 'kind'"):
+        parse_documents("\n".join(lines) + "\n", "state file s.yaml")
