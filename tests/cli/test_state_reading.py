@@ -200,3 +200,19 @@ def test_a_workload_the_policy_does_not_govern_is_allowed_not_unchecked(
     assert code == 0
     assert "NOT CHECKED" not in out
     assert "ALLOWED  not checked: namespace ml is labelled poolguard.dev/skip=true" in out
+
+
+def test_a_workload_skipped_by_its_own_label_needs_no_namespace(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(NAMESPACE_POLICY)
+    objects = [o for o in items() if o["kind"] != "Namespace"]
+    for obj in objects:
+        if obj["kind"] == "Deployment" and obj["metadata"]["name"] == "llm-serve":
+            obj["metadata"].setdefault("labels", {})["poolguard.dev/skip"] = "true"
+    state = write(tmp_path / "state.json", *objects)
+    code, out, _ = plan(capsys, "--state", state, "--policy", policy, "--workload",
+                        "deploy/ml/llm-serve", "--replicas", "3", "--fail-on-deny")
+    assert code == 0
+    assert ("Verdict: ALLOWED (not checked: Deployment ml/llm-serve is labelled "
+            "poolguard.dev/skip=true)") in out

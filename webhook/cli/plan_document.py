@@ -11,6 +11,7 @@ scale-down frees (`freedNodes` and the rest) is `webhook.cli.plan_frees`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..core.kinds.registry import BY_KIND, exempt_users_for
@@ -21,7 +22,7 @@ from ..core.replicaset.active_pods_with_ranks import RankedPod, TieGroup, decidi
 from ..core.scale.policy_verdict import placement
 from ..core.scale.requester import answer_requester
 from ..core.scale.safe_replicas import JudgedScale
-from ..core.scale.scope import preview_scale
+from ..core.scale.scope import out_of_scope_reason, preview_scale
 from ..core.scale.state_coverage import state_gaps
 from ..core.scale.units import ReplicaUnit
 from ..core.view.cluster import ClusterView
@@ -84,10 +85,13 @@ def plan_workload(view: ClusterView, policy: Policy, workload: Mapping[str, Any]
 
 def _namespace_gap(view: ClusterView, policy: Policy, workload: Mapping[str, Any]) -> list[str]:
     """A state without the workload's Namespace under a namespaceSelector: its labels, so
-    whether the policy governs the workload, are unknown (not "not selected")."""
+    whether the policy governs the workload, are unknown (not "not selected"), unless the
+    workload is out of scope whatever they are (its own skip label, the podSelector)."""
     namespace = namespace_of(workload)
     if not policy.namespace_selector or not isinstance(view, Snapshot) \
             or view.has_namespace(namespace):
+        return []
+    if out_of_scope_reason(replace(policy, namespace_selector={}), {}, workload, view):
         return []
     return [f"the state has no Namespace {namespace}, whose labels the policy's "
             f"namespaceSelector needs (add it: kubectl get namespace {namespace} -o json)"]
