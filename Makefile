@@ -39,7 +39,7 @@ lint: $(STAMP) ## ruff on the code
 BENCH_RESULTS ?= .bench-results.jsonl
 bench: $(STAMP) ## all benchmarks, then every figure in one table with its bound or ratio
 	rm -f $(BENCH_RESULTS)
-	BENCH_RESULTS=$(abspath $(BENCH_RESULTS)) $(MAKE) --no-print-directory bench-core bench-cache bench-server bench-reconciler bench-rollout bench-scalecheck
+	BENCH_RESULTS=$(abspath $(BENCH_RESULTS)) $(MAKE) --no-print-directory bench-core bench-cache bench-server bench-reconciler bench-rollout bench-scalecheck bench-statefile
 	$(PY) -m bench.table $(BENCH_RESULTS)
 
 bench-core: $(STAMP) ## core: predict + judge 1k-100k pods, today's core against the old one
@@ -54,12 +54,15 @@ bench-server: $(STAMP) hey ## the HTTPS server: admission latency and throughput
 soak: $(STAMP) hey ## mixed load stepped up to saturation, then a killed worker and cert rotations
 	$(PY) -m bench.soak
 
-.PHONY: bench-rollout bench-scalecheck
+.PHONY: bench-rollout bench-scalecheck bench-statefile
 bench-rollout: $(STAMP) ## a Deployment scaled down mid-rollout: the sync-order model, 200-4,000 pods
 	$(PY) -m bench.bench_rollout
 
 bench-scalecheck: $(STAMP) ## scale checks of a 10,000-pod Deployment through HTTPS, state file and live
 	$(PY) -m bench.bench_scalecheck
+
+bench-statefile: $(STAMP) ## plan --state of a 10,000-pod state from YAML and from JSON: the ratio
+	$(PY) -m bench.bench_statefile
 
 # The plan page is checked in headless Chromium; without root or apt its test is skipped.
 .PHONY: chromium

@@ -197,3 +197,16 @@ def test_a_bug_is_a_logged_500_not_a_4xx(monkeypatch, caplog):
     assert answer.get_json() == {"error": "internal error; the server log has the details",
                                  "code": 500}
     assert "unexpected error answering /mutate-pods" in caplog.text
+
+
+@pytest.mark.parametrize(("replicas", "says"), [
+    (2**31, "2147483648 is more than the int32 maximum 2147483647"),
+    (10**30, "must be an integer"),  # past 64 bits the JSON reader makes it a float
+])
+def test_a_scale_beyond_int32_is_a_4xx_naming_the_field(client, replicas, says):
+    """The API server keeps replicas as an int32: a larger count is no review it sends."""
+    body = reviews.scale("deployments", "llm-serve", 6, replicas)
+    answer = client.post("/validate-scale", data=json.dumps(body),
+                         content_type="application/json")
+    assert answer.status_code == 400
+    assert f"request.object.spec.replicas: {says}" in answer.get_data(as_text=True)

@@ -192,3 +192,21 @@ def test_autoscaler_errors_name_the_field(tmp_path: Path, scale_down: str, messa
     result = check(policy)
     assert result.returncode == 2
     assert message in result.stderr, result.stderr
+
+
+def test_pools_listed_out_of_protection_order_are_shown_reordered_saying_so(
+        tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("pools:\n  - {name: hybrid, deletionCost: -100}\n"
+                      "  - {name: training, deletionCost: -200}\n"
+                      "  - {name: inference, deletionCost: 1000, protected: true}\n")
+    result = check(policy)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    start = lines.index("Pools, by the node label node.usage (listed most protected first):")
+    assert lines[start + 1] == (
+        "  (the policy lists them as hybrid, training, inference: shown here most protected "
+        "first; only their protection and deletion costs decide what goes first, never the "
+        "order of the list)")
+    assert [line.split()[0] for line in lines[start + 2:start + 5]] == [
+        "inference", "hybrid", "training"]

@@ -109,11 +109,13 @@ def test_state_preview_prints_every_governed_scheduled_pod(
     assert all(p["deletionCost"] == p["desiredCost"] for p in pods)  # the example is ranked
     code = main(["reconcile", "--state", "examples/cluster-state.yaml", "--policy",
                  str(FLAT_POLICY_FILE), "--dry-run"])
-    lines = capsys.readouterr().out.splitlines()
+    *lines, summary = capsys.readouterr().out.splitlines()
     assert code == 0 and lines and all(line.endswith("(node gpu-hyb-1, pool hybrid)")
                                        or line.endswith("(node gpu-hyb-2, pool hybrid)")
                                        for line in lines)
     assert "-> -100 " in lines[0]  # a flat policy puts them back at the pool's cost
+    assert summary.endswith(f"27 governed scheduled pods: would patch {len(lines)}, "
+                            f"unchanged {27 - len(lines)}")
 
 
 @pytest.mark.parametrize(("flags", "message"), [

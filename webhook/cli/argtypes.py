@@ -10,8 +10,10 @@ from typing import Any
 
 
 def number(kind: type = int, minimum: float = 0, *, above: bool = False,
-           what: str = "the value") -> Callable[[str], int | float]:
-    """An argparse type: `kind(text)`, at least `minimum` (or more than it, with `above`)."""
+           what: str = "the value", maximum: float | None = None
+           ) -> Callable[[str], int | float]:
+    """An argparse type: `kind(text)`, at least `minimum` (or more than it, with `above`),
+    at most `maximum` when given."""
     def parse(text: str) -> int | float:
         try:
             value = kind(text)
@@ -20,10 +22,15 @@ def number(kind: type = int, minimum: float = 0, *, above: bool = False,
             raise argparse.ArgumentTypeError(f"{text!r} is not a {noun}") from None
         if value < minimum or (above and value == minimum):
             bound = "more than" if above else "at least"
-            sign = " (it is negative)" if value < 0 else ""
+            sign = " (it is negative)" if value < 0 <= minimum else ""
             raise argparse.ArgumentTypeError(f"{text}: {what} must be {bound} {minimum}{sign}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"{text}: {what} must be at most {maximum}")
         return value
     return parse
+
+
+INT32_MAX = 2**31 - 1  # a replica count is an int32 in every Kubernetes API
 
 
 class OneLineErrors(argparse.ArgumentParser):

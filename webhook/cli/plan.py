@@ -22,7 +22,13 @@ from ..cluster.kubeclient import (
     server_of,
 )
 from ..cluster.live import read_snapshot
-from ..cluster.state import ListedSnapshot, load_policy, load_state, write_state
+from ..cluster.state import (
+    ListedSnapshot,
+    load_policy,
+    load_state,
+    print_state_notes,
+    write_state,
+)
 from ..core.kinds.registry import KINDS, RESOURCES, SIZED_KINDS
 from ..core.kinds.resource import Resource
 from ..core.objects.kube import format_time_ns, parse_time_ns
@@ -31,15 +37,15 @@ from ..core.policy.pool_coverage import PoolCoverage, pool_coverage
 from ..core.scale.requester import clamps
 from ..core.view.snapshot import Snapshot
 from ..errors import EXIT_USAGE, CommandError
-from .argtypes import number
+from .argtypes import INT32_MAX, number
 from .plan_audit import audit_workloads, render_audit
-from .plan_document import build_plan
+from .plan_document import build_plan, not_checked
 from .plan_html import render_html
 from .plan_lookup import current_replicas
 from .plan_text import render_text
 
 EXIT_DENIED = 3  # plan --fail-on-deny: the verdict denies
-EXIT_NOT_CHECKED = 4  # plan --fail-on-deny: the state lacks pods or nodes to judge a verdict
+EXIT_NOT_CHECKED = 4  # plan --fail-on-deny: a verdict not given (`not_checked`)
 # What plan reads from the API server, in words (--help).
 _READ = (", ".join(r.name for r in RESOURCES if not r.optional) + ", and "
          + " and ".join(r.name for r in RESOURCES if r.optional)
@@ -70,13 +76,17 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
         f"Exit codes: 0 done (whatever the verdict, without --fail-on-deny); {EXIT_USAGE} "
         "unusable input or an unreachable API server; "
         f"{EXIT_DENIED} --fail-on-deny and the verdict (or one of --all-workloads) denies; "
-        f"{EXIT_NOT_CHECKED} --fail-on-deny, none denies, but a verdict could not be checked "
-        "because the state lacks pods or nodes, or no node of the state is in a protected "
-        "pool of the policy (NOT CHECKED, JSON checked: false and allowed: null).",
+        f"{EXIT_NOT_CHECKED} --fail-on-deny, none denies, but a verdict could not be given "
+        "(NOT CHECKED: the state lacks pods, the owner they name, nodes or the Namespace a "
+        "namespaceSelector needs, or no node of the state is in a protected pool of the "
+        "policy; listed first by --all-workloads). A workload the policy does not govern is "
+        "the webhook's own answer: ALLOWED (not checked), exit 0.",
     )
     parser.add_argument("--state", metavar="FILE",
-                        help="cluster state: a kubectl get ... -o yaml List or multi-document "
-                        "YAML/JSON (without it, the live cluster is read)")
+                        help="cluster state: what kubectl get ... -o json prints (JSON reads "
+                        "fastest: YAML is read as fast where its scalars are written as "
+                        "kubectl writes them, several times slower where not), or "
+                        "multi-document YAML/JSON (without it, the live cluster is read)")
     add_cluster_arguments(parser)
     parser.add_argument("--save-state", metavar="FILE",
                         help="write what was read from the live cluster to FILE as a kind: List "
@@ -94,9 +104,11 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
                            for k in KINDS) + ": an audit of which scale-downs the policy "
                        "would deny (use with --replicas-delta)")
     count = parser.add_mutually_exclusive_group(required=True)
-    count.add_argument("--replicas", metavar="N", type=number(int, 0, what="replicas"),
+    count.add_argument("--replicas", metavar="N",
+                       type=number(int, 0, what="replicas", maximum=INT32_MAX),
                        help="the target replica count")
-    count.add_argument("--replicas-delta", metavar="D", type=int,
+    count.add_argument("--replicas-delta", metavar="D",
+                       type=number(int, -INT32_MAX, what="the delta", maximum=INT32_MAX),
                        help="the target relative to each workload's current count, e.g. -1 "
                        "for its next scale-down (a target below 0 is refused)")
     parser.add_argument("--policy", metavar="FILE",
@@ -114,7 +126,7 @@ def add_plan_parser(commands: argparse._SubParsersAction) -> None:
                         "to the safe count (CLAMPED to N, JSON clampedTo)")
     parser.add_argument("--fail-on-deny", action="store_true",
                         help=f"exit {EXIT_DENIED} when the verdict denies, {EXIT_NOT_CHECKED} "
-                        "when it could not be checked for want of pods or nodes in the state, "
+                        "when a verdict could not be given for want of data in the state "
                         "or of nodes in a protected pool (for CI gates)")
     parser.set_defaults(run=run_plan)
 
@@ -134,6 +146,7 @@ def run_plan(args: argparse.Namespace) -> int:
                            "leave them out with --state")
     else:
         view = load_state(args.state)
+        print_state_notes(view)
     coverage = _checked_coverage(policy, view, args.policy or "the built-in policy")
     if args.all_workloads:
         documents = audit_workloads(view, policy, args.replicas_delta, args.replicas, now_ns,
@@ -160,7 +173,7 @@ def run_plan(args: argparse.Namespace) -> int:
         return 0
     if any(doc["allowed"] is False for doc in documents):
         return EXIT_DENIED
-    if any(doc["allowed"] is None for doc in documents):
+    if any(not_checked(doc) for doc in documents):
         return EXIT_NOT_CHECKED
     return 0
 
@@ -225,7 +238,7 @@ def read_live_state(kubeconfig: str | None, context: str | None,
         api = api_client_from(kubeconfig, context)
     except NoKubeConfigError as err:
         raise CommandError(f"{err}, or --state FILE to plan on a saved cluster state "
-                           "(kubectl get ... -o yaml)") from None
+                           "(kubectl get ... -o json: faster to read than YAML)") from None
     except KubeConfigError as err:
         raise CommandError(str(err)) from None
     server = server_of(api)

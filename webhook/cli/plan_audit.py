@@ -10,7 +10,7 @@ from ..core.objects.kube import controller_ref, name_of, namespace_of, replicas_
 from ..core.policy.policy import Policy
 from ..core.policy.pool_coverage import PoolCoverage
 from ..core.view.snapshot import Snapshot
-from .plan_document import plan_workload
+from .plan_document import not_checked, plan_workload
 from .plan_lookup import PlanError
 
 
@@ -53,14 +53,16 @@ def _sized_by_planned_owner(workload: Mapping[str, Any]) -> bool:
 
 def render_audit(documents: list[Mapping[str, Any]], source: str,
                  requester_clamps: bool = False) -> str:
-    """One line per workload: its scale-down and the verdict, the worst first.
+    """One line per workload: its scale-down and the verdict, those not checked first,
+    then the worst.
 
     `requester_clamps`: the plans are for an autoscaler whose scale-downs the webhook
     clamps (`--as`), so the count of workloads held above their target is told.
     """
     if not documents:
         return f"No workload in {source} has a scale-down to check."
-    order = {"DENIED": 0, "CLAMPED": 1, "VIOLATES": 2, "ALLOWED": 3, "NOT CHECKED": 4}
+    # A verdict not given first: whatever it hides may be worse than a denial.
+    order = {"NOT CHECKED": 0, "DENIED": 1, "CLAMPED": 2, "VIOLATES": 3, "ALLOWED": 4}
     rows = sorted((_audit_row(doc) for doc in documents), key=lambda r: order[r[2]])
     table = [("WORKLOAD", "REPLICAS", "VERDICT", "DETAIL"), *rows]
     widths = [max(len(row[i]) for row in table) for i in range(3)]
@@ -91,8 +93,10 @@ def _audit_row(document: Mapping[str, Any]) -> tuple[str, str, str, str]:
     # The requester's answer (exempt, sized by an owner) stands whatever the state lacks.
     if document.get("requesterNote"):
         return name, sizes, "ALLOWED", document["requesterNote"]
-    if not document["checked"]:
+    if not_checked(document):
         return name, sizes, "NOT CHECKED", document["notCheckedBecause"]
+    if not document["checked"]:  # not governed: the webhook allows it unchecked
+        return name, sizes, "ALLOWED", f"not checked: {document['notCheckedBecause']}"
     if not rules:
         return name, sizes, "ALLOWED", ""
     safe = document["safeReplicas"]

@@ -11,6 +11,7 @@ scale-down frees (`freedNodes` and the rest) is `webhook.cli.plan_frees`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..core.kinds.registry import BY_KIND, exempt_users_for
@@ -22,10 +23,11 @@ from ..core.replicaset.active_pods_with_ranks import RankedPod, TieGroup, decidi
 from ..core.scale.policy_verdict import placement
 from ..core.scale.requester import answer_requester
 from ..core.scale.safe_replicas import JudgedScale
-from ..core.scale.scope import preview_scale
+from ..core.scale.scope import out_of_scope_reason, preview_scale
 from ..core.scale.state_coverage import state_gaps
 from ..core.scale.units import ReplicaUnit
 from ..core.view.cluster import ClusterView
+from ..core.view.snapshot import Snapshot
 from ..errors import InputError
 from .plan_frees import frees_fields
 from .plan_lookup import PlanError, find_workload
@@ -63,15 +65,21 @@ def plan_workload(view: ClusterView, policy: Policy, workload: Mapping[str, Any]
         raise PlanError(f"{workload.get('kind')} {namespace_of(workload)}/"
                         f"{name_of(workload)}: {err}") from None
     document = plan_document(view, judged, preview.assessment, now_ns, preview.out_of_scope)
-    gaps = [] if preview.out_of_scope else state_gaps(workload, preview.assessment.prediction,
-                                                      view.node)
-    if coverage is not None and not preview.out_of_scope:
-        # Under a pool label or pool name no node carries, no pod is protected: every
-        # scale-down would look safe, a confident wrong answer.
-        gaps += [f"the policy does not match the nodes: {finding.message}"
-                 for finding in coverage.disarming]
+    gaps = _namespace_gap(view, policy, workload)
+    if gaps:
+        document["governed"] = None  # the Namespace's labels would tell
+    elif not preview.out_of_scope:
+        gaps = state_gaps(view, workload, preview.assessment.prediction)
+        if coverage is not None:
+            # Under a pool label or pool name no node carries, no pod is protected: every
+            # scale-down would look safe, a confident wrong answer.
+            gaps += [f"the policy does not match the nodes: {finding.message}"
+                     for finding in coverage.disarming]
     if gaps:  # missing pods or nodes would read as "nothing deleted": no verdict at all
         document.update(checked=False, allowed=None, notCheckedBecause="; ".join(gaps))
+        # Out of scope only for want of the Namespace's labels: not a reason to repeat.
+        document["warnings"] = [w for w in document["warnings"]
+                                if w != f"not checked: {preview.out_of_scope}"]
     document["requester"], document["clampedTo"], document["requesterNote"] = as_user, None, None
     document["requesterGroup"] = policy.scale_down.requester_group(as_user)
     if as_user is not None and replicas < replicas_of(workload):
@@ -82,6 +90,30 @@ def plan_workload(view: ClusterView, policy: Policy, workload: Mapping[str, Any]
             document["allowed"], document["requesterNote"] = True, answer.note
             document["clampedTo"] = answer.clamp.replicas if answer.clamp else None
     return document
+
+
+def _namespace_gap(view: ClusterView, policy: Policy, workload: Mapping[str, Any]) -> list[str]:
+    """A state without the workload's Namespace under a namespaceSelector: its labels, so
+    whether the policy governs the workload, are unknown (not "not selected"), unless the
+    workload is out of scope whatever they are (its own skip label, the podSelector)."""
+    namespace = namespace_of(workload)
+    if not policy.namespace_selector or not isinstance(view, Snapshot) \
+            or view.has_namespace(namespace):
+        return []
+    if out_of_scope_reason(replace(policy, namespace_selector={}), {}, workload, view):
+        return []
+    return [f"the state has no Namespace {namespace}, whose labels the policy's "
+            f"namespaceSelector needs (add it: kubectl get namespace {namespace} -o json)"]
+
+
+def not_checked(document: Mapping[str, Any]) -> bool:
+    """A verdict plan could not give: not checked, for any reason but the two that are
+    the webhook's own answer (a workload the policy does not govern, a requester whose
+    requests are allowed). `--fail-on-deny` exits 4 on it; `--all-workloads` lists it
+    first."""
+    if document["checked"] or document.get("requesterNote"):
+        return False
+    return document["allowed"] is None or document.get("governed") is not False
 
 
 def requester_judged(document: Mapping[str, Any]) -> str:
@@ -111,10 +143,10 @@ def plan_document(view: ClusterView, policy: Policy, assessment: JudgedScale,
         }
         if kind.names_replicasets:
             entry["replicaSet"] = pod.replica_set
-        if kind.victim_reason is not None:
-            entry["reason"] = kind.victim_reason
-        elif pod.name in prediction.reasons:
+        if pod.name in prediction.reasons:
             entry["reason"] = prediction.reasons[pod.name]
+        elif kind.victim_reason is not None:
+            entry["reason"] = kind.victim_reason
         elif pod.replica_set in first_survivor:
             entry["reason"] = deciding_rule(pod, first_survivor[pod.replica_set])
         else:
@@ -142,6 +174,9 @@ def plan_document(view: ClusterView, policy: Policy, assessment: JudgedScale,
         "safeReplicas": verdict.safe_replicas,
         "checked": out_of_scope is None,
         "notCheckedBecause": out_of_scope,
+        # Whether the policy governs the workload (its selectors and skip labels): the
+        # webhook checks none of a workload it does not govern.
+        "governed": out_of_scope is None,
         # Only the webhook sees who scales: these users' requests are never checked (a
         # controller the registry knows as another kind's never scales this one).
         "exemptUsers": exempt_users_for(prediction.kind, policy.scale_down.exempt_users),

@@ -14,7 +14,7 @@ from html import escape
 from typing import Any
 
 from ..core.kinds.registry import BY_KIND
-from .plan_document import requester_judged
+from .plan_document import not_checked, requester_judged
 from .plan_frees import frees_html
 
 _NO_POOL = "(no pool label)"
@@ -87,7 +87,7 @@ def _verdict(document: Mapping[str, Any]) -> tuple[str, str]:
         return "violations", f"CLAMPED to {document['clampedTo']}"
     if document.get("requesterNote"):
         return "allowed", "ALLOWED"
-    if document["allowed"] is None:
+    if not_checked(document):
         return "unchecked", "NOT CHECKED"
     if not document["checked"]:
         return "unchecked", "ALLOWED: not checked"

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..core.kinds.registry import BY_KIND
 from ..core.kinds.workload_kind import WorkloadKind
-from .plan_document import requester_judged
+from .plan_document import not_checked, requester_judged
 from .plan_frees import frees_lines
 
 
@@ -22,7 +22,10 @@ def render_text(document: Mapping[str, Any]) -> str:
             lines.append(f"  {kind.sizes[0]} {name}: {sizes['from']} -> {sizes['to']}")
     lines.extend(_unit_lines(kind, document.get(kind.units_key or "")))
     victims = document["victims"]
-    if not victims and not document["blocked"]:
+    if not victims and not document["blocked"] and not_checked(document):
+        # A state that lacks pods or their owner shows none deleted: say that is unknown.
+        lines.append("Victims unknown: the state lacks what the prediction needs (below).")
+    elif not victims and not document["blocked"]:
         lines.append("No pod is deleted.")
     elif not victims:
         lines.append("No pod is deleted before the controller waits.")
@@ -87,7 +90,7 @@ def _verdict_word(document: Mapping[str, Any]) -> str:
     if document.get("requesterNote"):
         return "ALLOWED"
     if not document["checked"]:
-        word = "NOT CHECKED (" if document["allowed"] is None else "ALLOWED (not checked: "
+        word = "NOT CHECKED (" if not_checked(document) else "ALLOWED (not checked: "
         return word + document["notCheckedBecause"] + ")"
     if not document["violations"]:
         return "ALLOWED"

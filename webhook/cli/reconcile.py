@@ -25,7 +25,7 @@ from ..cluster.kubeclient import (
     server_of,
 )
 from ..cluster.policy_event import configmap_ref
-from ..cluster.state import PolicyHolder, load_policy, load_state
+from ..cluster.state import PolicyHolder, load_policy, load_state, print_state_notes
 from ..core.policy.policy import Policy
 from ..core.policy.pool_coverage import pool_coverage
 from ..errors import InputError, LeaseHeldError
@@ -93,7 +93,8 @@ def add_reconcile_parser(commands: argparse._SubParsersAction) -> None:
         "unreachable API server.",
     )
     parser.add_argument("--policy", metavar="FILE",
-                        help="policy YAML (required, except with --cleanup)")
+                        help="policy YAML (required against a cluster, except with --cleanup; "
+                        "with --state, as plan: default the built-in policy)")
     parser.add_argument("--state", metavar="FILE",
                         help="read pods, nodes and namespaces from a state file instead of a "
                         "cluster (with --dry-run: preview the costs, write nothing)")
@@ -215,7 +216,7 @@ def run_reconcile(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.cleanup and args.once:
         raise ReconcileError("--cleanup is a one-shot pass already; leave out --once")
-    if args.policy is None and not args.cleanup:
+    if args.policy is None and not args.cleanup and args.state is None:
         raise ReconcileError("--policy FILE is required (the policy the webhooks use)")
     options = options_from(args)
     policy = None if args.cleanup else load_policy(args.policy)
@@ -294,18 +295,25 @@ def _preview(args: argparse.Namespace, policy: Policy | None, options: Options) 
                              "only (no --once or --cleanup)")
     assert policy is not None
     view = load_state(args.state)  # StateError: one error line, exit code 2
+    print_state_notes(view)
     for finding in pool_coverage(policy, view.nodes()).disarming:
         print(f"warning: {args.policy or 'the built-in policy'}: {finding.message}",
               file=sys.stderr)
     if args.output == "json":
         print(json.dumps(preview(view, policy, options.exclude_namespaces), indent=2))
         return EXIT_OK
-    for entry in preview(view, policy, options.exclude_namespaces)["pods"]:
-        if entry["desiredCost"] != entry["deletionCost"]:
-            current = "(none)" if entry["deletionCost"] is None else entry["deletionCost"]
-            print(f"would patch {entry['namespace']}/{entry['name']}: deletion cost {current} "
-                  f"-> {entry['desiredCost']} (node {entry['node']}, pool "
-                  f"{entry['pool'] or '(none)'})")
+    entries = preview(view, policy, options.exclude_namespaces)["pods"]
+    changed = [entry for entry in entries if entry["desiredCost"] != entry["deletionCost"]]
+    for entry in changed:
+        current = "(none)" if entry["deletionCost"] is None else entry["deletionCost"]
+        print(f"would patch {entry['namespace']}/{entry['name']}: deletion cost {current} "
+              f"-> {entry['desiredCost']} (node {entry['node']}, pool "
+              f"{entry['pool'] or '(none)'})")
+    # Always a summary, so that nothing to change reads as that, not as nothing done.
+    policy_named = args.policy or "the built-in policy"
+    print(f"reconcile (dry run, {args.state}, {policy_named}): {len(entries)} governed "
+          f"scheduled pods: would patch {len(changed)}, unchanged "
+          f"{len(entries) - len(changed)}")
     return EXIT_OK
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..cluster.kubeclient import NoKubeConfigError, add_cluster_arguments, api_client_from
 from ..cluster.policy_event import configmap_ref
-from ..cluster.state import load_policy, load_state
+from ..cluster.state import load_policy, load_state, print_state_notes
 from ..errors import CommandError
 
 
@@ -83,6 +83,7 @@ def run_serve(args: argparse.Namespace) -> int:
         # Read once, here: a bad file is one error line instead of a traceback per
         # worker, and the workers share the parsed objects through fork.
         args.snapshot = load_state(args.state)
+        print_state_notes(args.snapshot)
         args.snapshot.read_all_facts()
     else:
         _check_kubeconfig(args.kubeconfig, args.context)

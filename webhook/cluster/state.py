@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -16,7 +17,10 @@ from ..core.objects.shape import ShapeError, check_object_shape
 from ..core.policy.policy import Policy, PolicyError, default_policy, parse_policy
 from ..core.view.snapshot import Snapshot
 from ..errors import InputError
+from .fast_yaml import fast_documents
 from .filewatch import FileWatcher
+from .repeated import RepeatedObjectError, read_once
+from .text_encoding import UnreadableText, decode_text, refuse_nul
 
 log = logging.getLogger("poolguard")
 Obj = Mapping[str, Any]
@@ -49,6 +53,7 @@ class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
 
 
 _OBJECT_KEYS = ("apiVersion", "kind")
+_FAST_FROM = 64 * 1024  # characters of YAML from which rapidyaml reads it (fast_yaml)
 
 DATA_DIR = Path(__file__).parent.parent / "data"
 EXAMPLE_POLICY = DATA_DIR / "policy.yaml"
@@ -65,11 +70,15 @@ STATE_RESOURCES = ",".join(r.name for r in RESOURCES if not r.optional)
 def read_documents(path: str | Path, what: str) -> list[Any]:
     """All YAML/JSON documents in `path`, with errors that name the file and line."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise StateError(f"{what} file {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise StateError(f"{what} file {path}: cannot read it: {err}") from None
+    except OSError as err:
+        raise StateError(f"{what} file {path}: cannot read it: {err.strerror or err}") from None
+    try:
+        text = decode_text(data, f"{what} file {path}", str(path))
+    except UnreadableText as err:
+        raise StateError(str(err)) from None
     return parse_documents(text, f"{what} file {path}")
 
 
@@ -79,16 +88,29 @@ def parse_documents(text: str, source: str) -> list[Any]:
     JSON documents may follow each other with nothing between them (two `kubectl get -o
     json` outputs in one file), which YAML does not accept.
     """
+    try:
+        refuse_nul(text, source)
+    except UnreadableText as err:
+        raise StateError(str(err)) from None
     if text.lstrip().startswith(("{", "[")):
         documents = _concatenated_json(text, source)
         if documents is not None:
             return documents
+    # A small text (a policy, a short state) reads fast enough with PyYAML alone.
+    documents = fast_documents(text, _refuse_duplicate_keys) if len(text) > _FAST_FROM else None
+    if documents is not None:
+        return documents
     try:
         return [doc for doc in _yaml_documents(text) if doc is not None]
+    except yaml.reader.ReaderError as err:  # a character YAML does not allow
+        line = text.count("\n", 0, err.position) + 1
+        column = err.position - (text.rfind("\n", 0, err.position) + 1) + 1
+        raise StateError(f"{source}: line {line}, column {column}: not valid YAML or JSON: "
+                         f"{err.reason} (#x{err.character:04x})") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err)
+        problem = " ".join(str(getattr(err, "problem", None) or err).split())
         if problem.startswith("duplicate key"):
             raise StateError(f"{source}:{where}: {problem}; a YAML reader keeps only the "
                              "last, so the file says two things") from None
@@ -173,24 +195,45 @@ def _concatenated_json(text: str, source: str) -> list[Any] | None:
             documents.append(value)
 
 
-def load_state(path: str | Path) -> Snapshot:
-    """A Snapshot from a `kubectl get ... -o yaml` List, or from multi-document YAML."""
-    snapshot = Snapshot(())
+class StateSnapshot(Snapshot):
+    """The Snapshot of a state file, with what was noticed while reading it (`notes`)."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+        self.notes: list[str] = []
+
+
+def load_state(path: str | Path) -> StateSnapshot:
+    """A Snapshot from a `kubectl get ... -o json` List, or from multi-document YAML/JSON;
+    an object the file repeats is read once (`repeated`), with a note."""
+    snapshot = StateSnapshot()
     documents = read_documents(path, "state")
     if not documents:
         raise StateError(f"state file {path}: it is empty; expected the output of kubectl get "
-                         f"{STATE_RESOURCES} -A -o yaml")
-    for obj in _objects(documents, str(path)):
+                         f"{STATE_RESOURCES} -A -o json (JSON reads fastest)")
+    try:
+        objects, note = read_once(_objects(documents, str(path)), f"state file {path}")
+    except RepeatedObjectError as err:
+        raise StateError(str(err)) from None
+    for obj in objects:
         snapshot.add(obj)
+    if note is not None:
+        snapshot.notes.append(note)
     return snapshot
 
 
-def _objects(documents: list[Any], where: str) -> Iterator[Mapping[str, Any]]:
+def print_state_notes(view: Snapshot) -> None:
+    """The notes of a state file's reading, one `note:` line each on stderr."""
+    for note in getattr(view, "notes", ()):
+        print(f"note: {note}", file=sys.stderr)
+
+
+def _objects(documents: list[Any], where: str) -> Iterator[tuple[Mapping[str, Any], str]]:
     for index, doc in enumerate(documents):
         yield from _flatten(doc, f"{where}: document {index + 1}")
 
 
-def _flatten(doc: Any, where: str) -> Iterator[Mapping[str, Any]]:
+def _flatten(doc: Any, where: str) -> Iterator[tuple[Mapping[str, Any], str]]:
     if not isinstance(doc, Mapping):
         raise StateError(f"{where}: expected a Kubernetes object or List, got "
                          f"{type(doc).__name__}")
@@ -213,7 +256,7 @@ def _flatten(doc: Any, where: str) -> Iterator[Mapping[str, Any]]:
     except ShapeError as err:
         raise StateError(f"{where}: {err}") from None
     _check_counts(doc, where)
-    yield doc
+    yield doc, where
 
 
 def _check_counts(doc: Mapping[str, Any], where: str) -> None:

@@ -506,3 +506,14 @@ def test_the_end_state_loses_every_tied_specified_pod() -> None:
     (violation,) = verdict.violations
     assert violation.rule == "minProtectedReplicas" and not verdict.allowed
     assert violation.message.startswith("leaves 1 pod on protected pools")
+def test_a_pod_alone_on_its_node_is_not_tied_with_a_crowded_nodes_ranks() -> None:
+    """Four equal pods, three on hyb-1: the ranker gives those 2, 1 and 0 in some order,
+    so one of them (rank 2) goes first; z, alone on hyb-2, keeps rank 0 and cannot go,
+    though it ties with whichever hyb-1 pod gets rank 0."""
+    cs = cf.cloneset(replicas=4)
+    pods = [cf.clone_pod(cs, name, node)
+            for name, node in (("a", "hyb-1"), ("b", "hyb-1"), ("c", "hyb-1"), ("z", "hyb-2"))]
+    prediction = predict(cs, pods, 3)
+    assert len(prediction.victims) == 1
+    assert sorted(names(prediction.victims + prediction.possible_victims)) == ["a", "b", "c"]
+    assert [sorted(names(group.members)) for group in prediction.tie_groups] == [["a", "b", "c"]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...core.cost.deletion_cost import INT32_MAX
 from ...core.objects.kube import replicas_of, spec_of
 from ...core.policy.policy import policy_for
 from ...core.scale.clamp import clamp_scale_down
@@ -125,6 +126,9 @@ def _replicas(obj: Any, where: str) -> int:
         return 0 if isinstance(obj, Mapping) and obj.get("kind") == "Scale" else 1
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise BadReview(f"{where}.spec.replicas: must be a non-negative integer")
+    if value > INT32_MAX:  # the API server keeps an int32: not a review it would send
+        raise BadReview(f"{where}.spec.replicas: {value} is more than the int32 maximum "
+                        f"{INT32_MAX}")
     return value
 
 

@@ -28,7 +28,7 @@ reconcile) starts over on what is left. `scale_in` runs syncs until one changes 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..objects.podfacts import PodFacts
@@ -105,48 +105,55 @@ def choose(pods: Sequence[CloneSetPod], diff: int, spec: CloneSetSpec,
 
     keys = {id(pod): key(pod) for pod in pods}
     order = sorted(pods, key=lambda p: (keys[id(p)], p.name))
-    # Pods equal on every rule the prediction can see: rules 1-4 alone when the topology
-    # ranker decides rule 5 (not ported), else the whole key.
+    # What the prediction can see: rules 1-4 alone when the topology ranker decides rule 5
+    # (not ported), else the whole key.
     visible = 5 if spec.spread_constraints else len(keys[id(order[0])])
-    classes: dict[Key, list[CloneSetPod]] = {}
-    for pod in order:
-        classes.setdefault(keys[id(pod)][:visible], []).append(pod)
-    groups = list(classes.values())
-    # Pods of one node that tie in the ranker's own sort swap ranks unseen: the same class
-    # when they are equal apart from the rank.
+    seen = {id(pod): keys[id(pod)][:visible] for pod in pods}
+    tied = _uncertain(order, diff, seen, _possible_keys(interchangeable, keys, seen))
+    return Choice(order, diff, [tied] if tied else [])
+
+
+def _possible_keys(interchangeable: list[list[CloneSetPod]], keys: Mapping[int, Key],
+                   seen: Mapping[int, Key]) -> dict[int, list[Key]]:
+    """The keys a pod may have, by id: pods of one node that tie in the ranker's own sort
+    and are equal apart from the rank swap ranks unseen, so each may have any of their
+    keys; any other pod has its own."""
+    possible: dict[int, list[Key]] = {}
     for members in interchangeable:
         by_rest: dict[Key, list[CloneSetPod]] = {}
         for pod in members:
             rest = keys[id(pod)]
             by_rest.setdefault(rest[:5] + rest[6:], []).append(pod)
-        groups.extend(g for g in by_rest.values() if len(g) > 1)
-    chosen_ids = {id(p) for p in order[:diff]}
-    ties = [merged for merged in _merge(groups)
-            if 0 < sum(id(p) in chosen_ids for p in merged) < len(merged)]
-    return Choice(order, diff, ties)
+        for group in by_rest.values():
+            for pod in group:
+                possible[id(pod)] = [seen[id(other)] for other in group]
+    return possible
 
 
-def _merge(groups: list[list[CloneSetPod]]) -> list[list[CloneSetPod]]:
-    """Union of overlapping groups (a pod in two groups joins them)."""
-    parent: dict[int, int] = {}
-    pods: dict[int, CloneSetPod] = {}
+def _uncertain(order: list[CloneSetPod], diff: int, seen: Mapping[int, Key],
+               possible: Mapping[int, list[Key]]) -> list[CloneSetPod]:
+    """The pods that may be chosen or not, in `order`, whatever order the controller and
+    the ranker take: empty when the choice is certain.
 
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for group in groups:
-        for pod in group:
-            parent.setdefault(id(pod), id(pod))
-            pods[id(pod)] = pod
-        for pod in group[1:]:
-            parent[find(id(pod))] = find(id(group[0]))
-    merged: dict[int, list[CloneSetPod]] = {}
-    for key, pod in pods.items():
-        merged.setdefault(find(key), []).append(pod)
-    return list(merged.values())
+    Swapping ranks inside a group of interchangeable pods only permutes their keys, so the
+    sorted keys, and the key at the cut (the `diff`-th), are the same however the ranks
+    and ties fall. A pod may go when one of its possible keys is at most the cut's, and may
+    stay when one is above it, or equal to it while the pods with that key outnumber the
+    places left for them. Pods merely tied with a tied pod, but never able to reach the
+    cut, are not named.
+    """
+    cut = seen[id(order[diff - 1])]
+    below = sum(1 for pod in order if seen[id(pod)] < cut)
+    at_cut = sum(1 for pod in order if seen[id(pod)] == cut)
+    split_at_cut = diff - below < at_cut
+    uncertain = []
+    for pod in order:
+        keys = possible.get(id(pod), [seen[id(pod)]])
+        may_go = min(keys) <= cut
+        may_stay = max(keys) > cut or (cut in keys and split_at_cut)
+        if may_go and may_stay:
+            uncertain.append(pod)
+    return uncertain
 
 
 @dataclass

@@ -3,4 +3,5 @@
 - leader_worker_set.py   which groups go, now and once the controller stops waiting
 - prediction.py          a LeaderWorkerSet's scale-down predicted (the kind's predictor)
 - fix.py                 its fix: which groups' leaders to delete, or what to wait for
+- leader_statefulset.py  its leader StatefulSet scaled by itself: leaders take their workers
 """

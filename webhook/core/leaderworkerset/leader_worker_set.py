@@ -358,6 +358,16 @@ def _leaders_by_index(everyone: Sequence[PodFacts]) -> dict[int, PodFacts]:
     return leaders
 
 
+def workers_wait_for_leader(lws: Mapping[str, Any], group: LwsGroup) -> bool:
+    """A group without workers whose leader is not ready, under `startupPolicy:
+    LeaderReady`: the pod controller creates the worker StatefulSet only once the leader
+    is ready (pod_controller.go, `Reconcile`: "defer the creation of the worker
+    statefulset because leader pod is not ready", `podutils.IsPodReady`), so the group
+    has its leader alone, as the controller means it to."""
+    return (spec_of(lws).get("startupPolicy") == "LeaderReady" and not group.workers
+            and group.leader is not None and not group.leader.facts.ready)
+
+
 def group_size(lws: Mapping[str, Any]) -> int:
     """spec.leaderWorkerTemplate.size: pods per group, leader included (default 1)."""
     return _int((spec_of(lws).get("leaderWorkerTemplate") or {}).get("size"), 1)

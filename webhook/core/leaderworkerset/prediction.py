@@ -11,7 +11,14 @@ from typing import Any
 from ..replicaset.active_pods_with_ranks import RankedPod, TieGroup
 from ..scale.prediction import Blocked, ScalePrediction, empty_prediction
 from ..view.cluster import ClusterView
-from .leader_worker_set import BLOCKED, REPLACED, VICTIM, LwsGroup, scale_groups
+from .leader_worker_set import (
+    BLOCKED,
+    REPLACED,
+    VICTIM,
+    LwsGroup,
+    scale_groups,
+    workers_wait_for_leader,
+)
 
 
 def predict_leader_worker_set(view: ClusterView, lws: Mapping[str, Any], to_replicas: int,
@@ -26,6 +33,8 @@ def predict_leader_worker_set(view: ClusterView, lws: Mapping[str, Any], to_repl
     scale = scale_groups(view, lws, to_replicas)
     prediction.units = list(scale.groups)
     prediction.pods_per_replica = scale.size
+    prediction.pods_not_created = (scale.size - 1) * sum(
+        1 for group in scale.groups if workers_wait_for_leader(lws, group))
     prediction.reasons = _reasons(scale.groups, to_replicas)
     replaced: list[RankedPod] = []
     for group in scale.groups:

@@ -51,7 +51,7 @@ def check_object_shape(obj: Mapping[str, Any], where: str) -> None:
 
 def _check_spec(spec: Mapping[str, Any], where: str) -> None:
     _typed(spec, "nodeName", str, where)
-    _typed(spec, "replicas", int, where)
+    _count(spec, "replicas", where)
     _string_map(spec, "nodeSelector", where)
     selector = _mapping(spec, "selector", where)
     _string_map(selector, "matchLabels", f"{where}.selector")
@@ -73,7 +73,7 @@ def _check_spec(spec: Mapping[str, Any], where: str) -> None:
     _mapping(spec, "strategy", where)
     # A LeaderWorkerSet's group size decides which pods a scale-down removes.
     group = _mapping(spec, "leaderWorkerTemplate", where)
-    _typed(group, "size", int, f"{where}.leaderWorkerTemplate")
+    _count(group, "size", f"{where}.leaderWorkerTemplate")
     _mapping(spec, "ordinals", where)
     template = _mapping(spec, "template", where)
     template_metadata = _mapping(template, "metadata", f"{where}.template")
@@ -107,7 +107,7 @@ def _check_status(status: Mapping[str, Any], where: str) -> None:
     for key in ("allocatable", "capacity"):
         _mapping(status, key, where)
     for key in ("replicas", "availableReplicas"):
-        _typed(status, key, int, where)
+        _count(status, key, where)
     for i, condition in enumerate(_list(status, "conditions", where)):
         if not isinstance(condition, Mapping):
             raise ShapeError(f"{where}.conditions[{i}]: must be an object")
@@ -116,7 +116,7 @@ def _check_status(status: Mapping[str, Any], where: str) -> None:
         for i, container in enumerate(_list(status, key, where)):
             if not isinstance(container, Mapping):
                 raise ShapeError(f"{where}.{key}[{i}]: must be an object")
-            _typed(container, "restartCount", int, f"{where}.{key}[{i}]")
+            _count(container, "restartCount", f"{where}.{key}[{i}]")
 
 
 def _expressions(parent: Mapping[str, Any], where: str, key: str = "matchExpressions") -> None:
@@ -132,7 +132,21 @@ def _typed(parent: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
     value = parent.get(key)
     if value is not None and (not isinstance(value, kind)
                               or (kind is int and isinstance(value, bool))):
-        raise ShapeError(f"{where}.{key}: must be {_KIND_NAMES[kind]}")
+        got = f", got {value!r}"[:60] if isinstance(value, str | int | float) else ""
+        raise ShapeError(f"{where}.{key}: must be {_KIND_NAMES[kind]}{got}")
+    return value
+
+
+INT32_MAX = 2**31 - 1
+
+
+def _count(parent: Mapping[str, Any], key: str, where: str) -> int | None:
+    """An int32 count (replicas, a group's size, restarts): the API server keeps no more,
+    so a larger value is a file edited by hand, never a cluster."""
+    value = _typed(parent, key, int, where)
+    if value is not None and value > INT32_MAX:
+        raise ShapeError(f"{where}.{key}: {value} is more than the int32 maximum "
+                         f"{INT32_MAX} the API server allows")
     return value
 
 

@@ -150,7 +150,7 @@ class ScaleDownPolicy:
     min_protected_replicas: int | str = described(
         "pods that must remain on protected pools: an integer, or a percentage of the new "
         "replica count (rounded up)", 0,
-        schema={"oneOf": [{"type": "integer", "minimum": 0},
+        schema={"oneOf": [{"type": "integer", "minimum": 0, "maximum": INT32_MAX},
                           {"type": "string", "pattern": r"^([0-9]{1,2}|0[0-9]{2}|100)%$"}]})
     exempt_users: tuple[str, ...] = described(
         "users whose requests are never checked (the Deployment controller's own "
@@ -521,6 +521,9 @@ def _min_protected(value: Any, source: str) -> int | str:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise PolicyError(f"{where}: must be a non-negative integer or a percentage, "
                           f"got {_shown(value)}")
+    if value > INT32_MAX:  # a replica count is an int32: no workload could meet it
+        raise PolicyError(f"{where}: {value} is more than a replica count can be "
+                          f"({INT32_MAX}, the int32 maximum)")
     return value
 
 

@@ -50,7 +50,13 @@ def _pools(policy: Policy) -> list[str]:
     label = policy.pool_label
     width = max(len(pool.name) for pool in policy.pools)
     lines = [f"Pools, by the node label {label} (listed most protected first):"]
-    for pool in policy.pools:
+    # Protected pools first, then by deletion cost (a band by its top), highest first.
+    ordered = sorted(policy.pools, key=lambda pool: (not pool.protected, -pool.deletion_cost))
+    if ordered != list(policy.pools):
+        lines.append(f"  (the policy lists them as {', '.join(p.name for p in policy.pools)}: "
+                     "shown here most protected first; only their protection and deletion "
+                     "costs decide what goes first, never the order of the list)")
+    for pool in ordered:
         mark = "  protected" if pool.protected else ""
         if pool.consolidates:
             lines.append(f"  {pool.name:<{width}}  nodes with {label}={pool.name}: pods get a "

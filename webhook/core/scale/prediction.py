@@ -68,6 +68,9 @@ class ScalePrediction:
     # unit with its fate, highest index first; None when a replica is one pod.
     units: list[ReplicaUnit] | None = None
     pods_per_replica: int = 1  # the pods of one unit
+    # Pods of the units that their controller does not create yet (a LeaderWorkerSet
+    # group's workers while its leader is not ready under startupPolicy LeaderReady).
+    pods_not_created: int = 0
 
     @property
     def possible_victims(self) -> list[RankedPod]:

@@ -9,7 +9,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..objects.kube import go_parse_int, name_of, namespace_of, spec_of
+from ..leaderworkerset.leader_statefulset import with_group_workers
+from ..objects.kube import controller_ref, go_parse_int, name_of, namespace_of, spec_of
 from ..objects.ownership import identity_of, points_at
 from ..objects.podfacts import PodFacts
 from ..replicaset.active_pods_with_ranks import RankedPod, ranked_pod
@@ -51,7 +52,12 @@ def predict_statefulset(view: ClusterView, sts: Mapping[str, Any], to_replicas: 
         stall = _stall_note(prediction.blocked)
         if stall:
             prediction.notes.append(stall)
-    return prediction
+    owner = controller_ref(sts)
+    if owner is not None:  # a LeaderWorkerSet's, a group leader's, an operator's
+        prediction.notes.append(f"StatefulSet {sts_name} is managed by {owner.get('kind')} "
+                                f"{owner.get('name')}, which sizes it and will undo a "
+                                "direct scale")
+    return with_group_workers(view, sts, prediction)
 
 
 def _ordered_ready_notes(sts: Mapping[str, Any], members: Mapping[int, RankedPod],

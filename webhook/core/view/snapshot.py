@@ -105,6 +105,10 @@ class Snapshot(IndexedClusterView):
     def nodes(self) -> list[Mapping[str, Any]]:
         return list(self._nodes.values())
 
+    def has_namespace(self, name: str) -> bool:
+        """Whether the snapshot holds Namespace `name` (a state file may leave it out)."""
+        return name in self._namespaces
+
     def namespace_labels(self, name: str) -> Mapping[str, str]:
         # A namespace missing from the snapshot has no labels (DESIGN 3).
         return self._namespaces.get(name, {})
