@@ -138,7 +138,7 @@ def test_kubectl_scale_that_removes_an_inference_pod_is_denied(server):
     assert message.startswith("poolguard: scaling Deployment ml/llm-serve from 6 to 3")
     assert "[protectedLast]" in message and "pool inference" in message
     assert "llm-serve-7c9d8f6b5-k4z9s" in message  # the hybrid pod that survives
-    assert "fix: scale to 4 replicas or more" in message
+    assert "fix: scale to 4 replicas for now" in message
     audit = response["auditAnnotations"]
     assert audit["verdict"] == "denied" and audit["rules"] == "protectedLast"
     assert "llm-serve-7c9d8f6b5-h2w5d" in audit["victims"]

@@ -64,7 +64,7 @@ def test_a_warned_scale_down_gives_the_rule_and_the_fix_one_line_each(warn_serve
     assert "llm-serve-7c9d8f6b5-x7k2p (node gpu-inf-1, pool inference)" in rule
     assert "llm-serve-7c9d8f6b5-k4z9s (node gpu-hyb-2, pool hybrid)" in rule
     fix = next(w for w in warnings if w.startswith("poolguard fix: "))
-    assert "scale to 4 replicas or more" in fix
+    assert "scale to 4 replicas for now" in fix
 
 
 def test_each_option_of_the_fix_is_a_warning_of_its_own_naming_pods_and_commands(warn_server):
@@ -72,8 +72,8 @@ def test_each_option_of_the_fix_is_a_warning_of_its_own_naming_pods_and_commands
     warnings = warn_server("/validate-scale", "scale-deployment.json")["warnings"]
     assert_one_line_each(warnings)
     assert [w for w in warnings if w.startswith("poolguard fix: ")] == [
-        "poolguard fix: scale to 4 replicas or more for now (the smallest count that removes "
-        "no protected-pool pod)",
+        "poolguard fix: scale to 4 replicas for now (the smallest count above 3 that breaks no "
+        "rule)",
         "poolguard fix: give the surviving pod outside protected pools a cost below 1000, then "
         "retry: kubectl annotate pod -n ml llm-serve-7c9d8f6b5-k4z9s "
         "controller.kubernetes.io/pod-deletion-cost=-100 --overwrite"]

@@ -146,3 +146,24 @@ def test_surge_groups_the_rollout_partition_holds_survive_in_json_and_text():
     assert any("partition holds group 0 at an old revision" in w and "surge group 1" in w
                for w in doc["warnings"])
     assert "Verdict: ALLOWED" in render_text(doc)
+
+
+def test_text_and_json_say_the_update_s_outdated_groups_were_judged_staying():
+    # Mid-update 3 -> 2: the inference group 2 goes at once, the outdated hybrid groups
+    # may be recreated later; protectedLast is judged with them standing.
+    lws = lf.leader_worker_set("llm", replicas=3, size=2)
+    sts = lf.leader_statefulset(lws, replicas=3, partition=2)
+    objects = [lws, sts]
+    for index, (nodes, revision) in enumerate([(["hyb-1", "hyb-1"], "old"),
+                                               (["hyb-2", "hyb-2"], "old"),
+                                               (["inf-1", "inf-1"], lf.REVISION)]):
+        objects += lf.group(lws, sts, index, nodes, revision=revision, ready=True)
+    view = Snapshot([*NODES, *objects])
+    doc = json.loads(json.dumps(plan_document(view, POLICY, assess_scale(
+        view, POLICY, lws, 2, NOW), NOW)))
+    assert (doc["allowed"], doc["safeReplicas"]) == (False, 3)
+    (violation,) = doc["violations"]
+    assert (violation["outcome"], violation["worstCase"]) == (
+        "worst case", "of the pods that may or may not go, 4 outside protected pools stay")
+    assert ("\n    judged on the worst case of what may happen: of the pods that may or may "
+            "not go, 4 outside protected pools stay\n") in render_text(doc)

@@ -179,7 +179,7 @@ def test_html_page_in_headless_chromium(tmp_path):
     html = dom.stdout
     # The verdict and the fix on top, before any pool.
     assert html.index('id="verdict"') < html.index('class="pools"')
-    assert "DENIED" in html and "<b>Fix, any of:</b><ul><li>scale to 4 replicas or more" in html
+    assert "DENIED" in html and "<b>Fix, any of:</b><ul><li>scale to 4 replicas for now" in html
     # Nodes grouped by pool, protected pool first, each pod where it runs.
     pools = re.findall(r'data-pool="([^"]+)"', html)
     assert pools == ["inference", "hybrid"]

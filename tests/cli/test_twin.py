@@ -255,12 +255,12 @@ def test_a_rollout_fix_points_the_webhook_user_to_plan(files):
     review = parse_review(reviews.scale("deployments", "rolling", 5, 2))
     answer = review_scale(review, Context(policy, view, time.time_ns)).response
     assert answer["allowed"] is False
-    assert ("fix: scale no lower than the smallest replica count that removes no protected-pool "
-            "pod, which 'python -m webhook plan --workload deployment/ml/rolling --replicas 2' "
+    assert ("fix: scale to the smallest replica count above 2 that breaks no rule, which "
+            "'python -m webhook plan --workload deployment/ml/rolling --replicas 2' "
             "names") in answer["status"]["message"]
     doc = plan_json(files["state"], files["enforce"], "deploy/ml/rolling", 2)
     assert doc["allowed"] is False and doc["safeReplicas"] == 4
-    assert "fix: scale to 4 replicas or more" in doc["violations"][0]["message"]
+    assert "fix: scale to 4 replicas for now" in doc["violations"][0]["message"]
 
 
 def _mutated_replicas(answer: dict[str, Any], scale: dict[str, Any]) -> int:
@@ -323,6 +323,9 @@ def test_plan_as_the_hpa_says_clamped_in_text_json_html_and_the_audit(files, tmp
     assert (f"  as {hpa}: scaled Deployment ml/clampable from 4 to 3 replicas, "
             "not the 1 asked") in text
     assert doc["requesterGroup"] == "autoscalers"
+    # The enforcement that judged the HPA is its group's (clamp), not scaleDown's enforce.
+    assert doc["enforcement"] == "clamp"
+    assert f"  as {hpa}: scaled" in text
     person = run("--workload", "deploy/ml/clampable", "--replicas", "1", "--as", "alice")
     assert "Verdict: DENIED (enforcement: enforce)" in person
     assert ("  as alice: listed in no requester group: judged as a person "

@@ -82,6 +82,9 @@ def plan_workload(view: ClusterView, policy: Policy, workload: Mapping[str, Any]
                                 if w != f"not checked: {preview.out_of_scope}"]
     document["requester"], document["clampedTo"], document["requesterNote"] = as_user, None, None
     document["requesterGroup"] = policy.scale_down.requester_group(as_user)
+    # A requester under clamp is judged by the clamp (what it writes), not by enforce.
+    document["enforcement"] = (policy.scale_down.requester_enforcement(as_user)
+                               or document["enforcement"])
     if as_user is not None and replicas < replicas_of(workload):
         answer = answer_requester(view, policy, workload, replicas, replicas_of(workload),
                                   now_ns, as_user)
@@ -168,7 +171,8 @@ def plan_document(view: ClusterView, policy: Policy, assessment: JudgedScale,
                     for b in prediction.blocked],
         "allowed": verdict.allowed,
         "enforcement": verdict.enforcement,
-        "violations": [{"rule": v.rule, "message": v.message, "fixes": v.fixes}
+        "violations": [{"rule": v.rule, "message": v.message, "fixes": v.fixes,
+                        "outcome": v.outcome, "worstCase": v.worst_case or None}
                        for v in verdict.violations],
         "warnings": verdict.warnings,
         "safeReplicas": verdict.safe_replicas,

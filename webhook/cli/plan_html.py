@@ -118,8 +118,8 @@ def _header(document: Mapping[str, Any], title: str) -> str:
                      + "".join(f"<li>{escape(fix)}</li>" for fix in fixes) + "</ul></div>")
     safe = document.get("safeReplicas")
     if safe is not None:
-        lines.append(f'<p class="fix">Smallest replica count that removes no protected-pool '
-                     f"pod now: <b>{safe}</b></p>")
+        lines.append(f'<p class="fix">Smallest replica count from {document["replicas"]["to"]} '
+                     f"up that breaks no rule now: <b>{safe}</b></p>")
     lines.append("</header>")
     return "\n".join(lines)
 

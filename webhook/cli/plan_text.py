@@ -58,7 +58,10 @@ def render_text(document: Mapping[str, Any]) -> str:
         lines.append(f"  as {document['requester']}: {document['requesterNote']}")
     elif document.get("requester") is not None:
         lines.append(f"  as {document['requester']}: {requester_judged(document)}")
-    lines.extend(f"  [{v['rule']}] {v['message']}" for v in document["violations"])
+    for v in document["violations"]:
+        lines.append(f"  [{v['rule']}] {v['message']}")
+        if v.get("worstCase"):
+            lines.append(f"    judged on the worst case of what may happen: {v['worstCase']}")
     lines.extend(f"  warning: {w}" for w in document["warnings"])
     if document["exemptUsers"] and document.get("requester") is None:
         lines.append("  unknown to plan: who scales; the webhook does not check requests by "

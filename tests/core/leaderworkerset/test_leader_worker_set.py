@@ -327,7 +327,7 @@ def test_the_safe_count_is_given_to_the_quick_check_too():
     lws, objects = lf.lws_state([[HYB, HYB], [HYB, HYB], [INF, HYB], [HYB, HYB]])
     result = assess_scale(view_of(objects), POLICY, lws, 1, NOW, quick=True)
     assert result.verdict.safe_replicas == 3
-    assert "scale to 3 groups or more" in result.verdict.violations[0].message
+    assert "scale to 3 groups for now" in result.verdict.violations[0].message
 
 
 def test_a_blocked_surge_group_on_inference_is_judged_in_the_end_state():
@@ -393,11 +393,14 @@ def test_victims_are_exactly_the_pods_of_the_groups_at_or_above_the_target(layou
                 for g in reversed(range(to, len(layout))) for w in range(len(layout[g]))]
     assert names(prediction.victims) == expected
     assert len(prediction.victims) + len(prediction.survivors) == sum(map(len, layout))
-    safe = assess_scale(view_of(objects), POLICY, lws, to, NOW).verdict.safe_replicas
+    verdict = assess_scale(view_of(objects), POLICY, lws, to, NOW).verdict
     protected_groups = [g for g, nodes in enumerate(layout) if INF in nodes]
-    assert safe == (max(protected_groups) + 1 if protected_groups else 0)
-    judged = assess_scale(view_of(objects), POLICY, lws, safe, NOW).prediction
-    assert all(p.node_name != INF for p in judged.victims)
+    # The target when it breaks no rule, else the count that keeps every group with a
+    # pod on inference (below it, such a group goes while a hybrid group below survives).
+    lowest_lossless = max(protected_groups) + 1 if protected_groups else 0
+    assert verdict.safe_replicas == (to if not verdict.violations else lowest_lossless)
+    judged = assess_scale(view_of(objects), POLICY, lws, verdict.safe_replicas, NOW)
+    assert not judged.verdict.violations
 
 
 @settings(max_examples=60, deadline=None)
@@ -531,3 +534,40 @@ def test_blocked_groups_are_the_ones_that_go_once_the_unpinned_groups_are_ready(
     after = predict_scale(view_of(objects), lws, to, NOW)
     assert not after.blocked
     assert {g.index for g in after.units if g.fate == "victim"} == going_later
+
+
+def test_outdated_hybrid_groups_the_update_may_keep_are_judged_staying():
+    # Mid-update, 3 -> 2: the inference group 2 goes at once; the outdated hybrid groups
+    # 0 and 1 go only as their replacements become ready, so for protectedLast they stay
+    # (its worst case) while the inference group is already gone. Taking them as gone
+    # (the best case for protectedLast) allowed it while the safe count said 3.
+    lws, objects = rolling_state([([HYB, HYB], "old", True), ([HYB, HYB], "old", True),
+                                  ([INF, INF], lf.REVISION, True)],
+                                 replicas=3, sts_replicas=3, partition=2)
+    result = assess_scale(view_of(objects), POLICY, lws, 2, NOW)
+    assert fates(result.prediction) == [(2, "victim"), (1, "possible-victim"),
+                                        (0, "possible-victim")]
+    verdict = result.verdict
+    assert not verdict.allowed and verdict.safe_replicas == 3
+    (violation,) = verdict.violations
+    assert violation.rule == "protectedLast" and violation.outcome == "worst case"
+    assert violation.message.startswith("would delete protected-pool pods llm-2 (node inf-1")
+    assert "llm-0 (node hyb-1, pool hybrid)" in violation.message
+    assert violation.worst_case == ("of the pods that may or may not go, 4 outside "
+                                    "protected pools stay")
+
+
+def test_min_protected_takes_the_protected_groups_the_update_may_recreate_as_gone():
+    # protectedLast off, minProtectedReplicas 2 pods: 2 -> 1 keeps group 0 on inference,
+    # but the update may recreate it (outdated), leaving none on protected pools.
+    policy = parse_policy({"pools": [{"name": "inference", "deletionCost": 1000,
+                                      "protected": True},
+                                     {"name": "hybrid", "deletionCost": -100}],
+                           "scaleDown": {"protectedLast": False, "minProtectedReplicas": 2}})
+    lws, objects = rolling_state([([INF, INF], "old", True), ([HYB, HYB], "old", True)],
+                                 replicas=2, sts_replicas=2, partition=1)
+    verdict = assess_scale(view_of(objects), policy, lws, 1, NOW).verdict
+    (violation,) = verdict.violations
+    assert violation.rule == "minProtectedReplicas" and violation.outcome == "worst case"
+    assert "leaves 0 pods on protected pools" in violation.message
+    assert verdict.safe_replicas == 2  # no lower count keeps group 0 from the update

@@ -22,7 +22,11 @@ from webhook.core.replicaset.replicaset_sync import predict_deletions
 from webhook.core.scale.policy_verdict import protection, worst_case_victims
 from webhook.core.scale.predict import predict_scale
 from webhook.core.scale.prediction import ScalePrediction
-from webhook.core.scale.safe_replicas import assess_scale, removes_protected
+from webhook.core.scale.safe_replicas import (
+    assess_scale,
+    removes_protected,
+    smallest_safe_replicas,
+)
 from webhook.core.view.snapshot import Snapshot
 
 NOW = parse_time_ns("2026-02-01T00:00:00Z")
@@ -149,7 +153,11 @@ def test_scaling_to_zero_over_several_syncs_counts_every_pod():
 @given(*CASES)
 def test_the_safe_count_is_safe_in_every_chain(nodes, to, kind):
     target, to, view, pods = case(nodes, to, kind)
-    safe = assess_scale(view, POLICY, target, to, NOW, burst=BURST).verdict.safe_replicas
+    # The lowest count that removes no protected pod (the safe count a verdict gives is the
+    # smallest at or above the target that breaks no rule: with protectedLast, a count
+    # that leaves no pod outside protected pools may remove protected ones).
+    safe = smallest_safe_replicas(view, POLICY, target, predict_scale(view, target, to, NOW,
+                                                                       BURST), NOW, burst=BURST)
     assert safe is not None
     inference = {p["metadata"]["name"] for p in pods if p["spec"]["nodeName"].startswith("inf")}
     ranked = kind == "Deployment"
@@ -187,3 +195,21 @@ def test_costs_readiness_and_a_siblings_pods_keep_the_worst_case_covering(pods, 
     prediction = predict_scale(view, rs, to, NOW, burst=BURST)
     outcomes = every_outcome(owned, to, ranked=True, siblings=siblings)
     assert_covers(prediction, outcomes, view)
+
+
+@settings(max_examples=100, deadline=None)
+@given(*CASES, st.booleans(), st.sampled_from([0, 1, 2, "34%", "50%", "100%"]))
+def test_over_several_syncs_the_safe_count_is_the_smallest_count_the_verdict_allows(
+        nodes, to, kind, protected_last, minimum):
+    # Over several syncs the lossless count is only a bound: the safe count is still the
+    # smallest count at or above the target whose verdict breaks no rule.
+    target, to, view, _pods = case(nodes, to, kind)
+    policy = parse_policy({"pools": [{"name": "inference", "deletionCost": 1000,
+                                      "protected": True},
+                                     {"name": "hybrid", "deletionCost": -100}],
+                           "scaleDown": {"protectedLast": protected_last,
+                                         "minProtectedReplicas": minimum}})
+    allowed = [n for n in range(to, len(nodes))
+               if not assess_scale(view, policy, target, n, NOW, burst=BURST).verdict.violations]
+    safe = assess_scale(view, policy, target, to, NOW, burst=BURST).verdict.safe_replicas
+    assert safe == min(allowed, default=len(nodes))

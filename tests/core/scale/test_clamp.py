@@ -96,3 +96,34 @@ def test_out_of_scope_workload_is_not_clamped():
     clamp = clamp_scale_down(view, policy(), deploy, 1, 5, NOW)
     assert (clamp.replicas, clamp.clamped) == (1, False)
     assert "poolguard.dev/skip=true" in clamp.out_of_scope
+
+
+def percent_serving() -> tuple[Snapshot, dict]:
+    """Two cheap hybrid pods, three inference pods, a hand-pinned hybrid pod going last."""
+    deploy = f.deployment("svc", replicas=6)
+    rs = f.replicaset("svc-1", owner=deploy, replicas=6, pod_hash="1")
+    pods = [f.pod("svc-1-h1", node_name="hyb-1", owner=rs, cost="-100"),
+            f.pod("svc-1-h2", node_name="hyb-2", owner=rs, cost="-100"),
+            f.pod("svc-1-i1", node_name="inf-1", owner=rs, cost="1000"),
+            f.pod("svc-1-i2", node_name="inf-2", owner=rs, cost="1000"),
+            f.pod("svc-1-i3", node_name="inf-1", owner=rs, cost="1001"),
+            f.pod("svc-1-pinned", node_name="hyb-1", owner=rs, cost="5000")]
+    return Snapshot([deploy, rs, *NODES, *pods]), deploy
+
+
+def test_a_percentage_clamps_to_the_smallest_allowed_count_not_the_lossless_one():
+    # minProtectedReplicas 50%, protectedLast off: 1 keeps no inference pod (1 required),
+    # 2 keeps one (1 required), 3 keeps two (2 required): 2 and 3 are allowed, though
+    # they remove inference pods; only 4 and up remove none. The clamp writes 2.
+    view, deploy = percent_serving()
+    rules = policy(protectedLast=False, minProtectedReplicas="50%")
+    allowed = {to: not assess_scale(view, rules, deploy, to, NOW).verdict.violations
+               for to in range(6)}
+    assert allowed == {0: True, 1: False, 2: True, 3: True, 4: True, 5: True}
+    clamp = clamp_scale_down(view, rules, deploy, 1, 6, NOW)
+    assert (clamp.replicas, clamp.holds) == (2, False)
+    assert clamp.reason().endswith("2 is the smallest count that breaks no rule")
+    verdict = clamp.assessment.verdict
+    assert verdict.safe_replicas == 2
+    assert verdict.violations[0].fixes[0] == (
+        "scale to 2 replicas for now (the smallest count above 1 that breaks no rule)")

@@ -57,8 +57,7 @@ def test_a_replicaset_fix_names_the_pods_whose_cost_to_lower_and_the_command():
     objects, rs = replicaset([("inf-1", "1000"), ("inf-2", "1000"), ("hyb-1", "-100"),
                               ("hyb-2", "5000")])
     assert fixes(objects, rs, 1) == [
-        "scale to 3 replicas or more for now (the smallest count that removes no "
-        "protected-pool pod)",
+        "scale to 3 replicas for now (the smallest count above 1 that breaks no rule)",
         "give the surviving pod outside protected pools a cost below 1000, then retry: "
         f"kubectl annotate pod -n ml web-3 {ANNOTATION}=-100 --overwrite"]
 
@@ -164,8 +163,7 @@ def test_a_leaderworkerset_fix_names_the_group_leader_to_delete_and_the_safe_gro
     lws, objects = lf.lws_state([["hyb-1", "hyb-1"], ["inf-1", "inf-2"], ["hyb-2", "hyb-2"],
                                  ["hyb-1", "hyb-2"]])
     assert fixes(objects, lws, 1) == [
-        "scale to 2 groups or more for now (the smallest count that removes no "
-        "protected-pool pod)",
+        "scale to 2 groups for now (the smallest count above 1 that breaks no rule)",
         "kubectl cordon inf-1 inf-2, then kubectl delete pod -n ml llm-1 (the leader of group "
         "1): it serves nothing until recreated whole; retry once off protected pools, then "
         "uncordon"]

@@ -111,18 +111,20 @@ def test_a_cost_another_controller_owns_is_named_with_its_writer():
     assert "web-3" in by_hand and "web-2" not in by_hand
 
 
-def test_safe_replicas_is_given_whatever_the_verdict():
+def test_safe_replicas_is_the_smallest_count_at_or_above_the_target_breaking_no_rule():
+    # The safe count once meant "removes no protected pod", whatever the target: 2 here at
+    # every target. It is now the count the clamp writes and the fix names.
     view, rs = replicaset_on([("inf-1", "1000"), ("inf-2", "1000"), ("hyb-1", "-100"),
                               ("hyb-2", "-100")])
     allowed = assess_scale(view, policy(), rs, 3, NOW)
-    assert allowed.verdict.allowed and allowed.verdict.safe_replicas == 2
-    # allowed (no hybrid pod survives to break protectedLast), yet it removes a protected
-    # pod: the safe count says where that starts
+    assert allowed.verdict.allowed and allowed.verdict.safe_replicas == 3
+    # allowed (no hybrid pod survives to break protectedLast), though it removes a
+    # protected pod: the target itself breaks no rule
     lower = assess_scale(view, policy(), rs, 1, NOW)
     assert lower.verdict.allowed and not lower.verdict.violations
-    assert lower.verdict.safe_replicas == 2
+    assert lower.verdict.safe_replicas == 1
     hybrid_view, hybrid_rs = replicaset_on([("hyb-1", "-100"), ("hyb-2", "-100")])
-    assert assess_scale(hybrid_view, policy(), hybrid_rs, 1, NOW).verdict.safe_replicas == 0
+    assert assess_scale(hybrid_view, policy(), hybrid_rs, 1, NOW).verdict.safe_replicas == 1
 
 
 def test_min_protected_above_the_new_count_is_explained():

@@ -27,7 +27,7 @@ class FixFacts:
     """The facts of one judged scale-down that its fix names."""
 
     prediction: ScalePrediction
-    safe_replicas: int | None  # the smallest count that removes no protected-pool pod
+    safe_replicas: int | None  # the smallest count at or above the target breaking no rule
     lost: Sequence[RankedPod]  # protected-pool pods the worst case deletes
     kept_outside: Sequence[RankedPod]  # pods outside protected pools that survive
     pool_cost: Callable[[RankedPod], int]  # the cost the policy gives the pod's pool

@@ -15,6 +15,7 @@ from .prediction import ScalePrediction
 
 RULE_PROTECTED_LAST = "protectedLast"
 RULE_MIN_PROTECTED = "minProtectedReplicas"
+PREDICTED, WORST_CASE = "predicted", "worst case"
 _MAX_NAMED = 5
 
 NodeLookup = Callable[[str], Mapping[str, Any] | None]
@@ -26,6 +27,11 @@ class Violation:
 
     rule: str
     problem: str
+    # Which outcome decided: PREDICTED (the predicted victims), or WORST_CASE (of the pods
+    # that may go, the ones the rule likes least to lose: `worst_case_victims`), then
+    # `worst_case` says what it took, in words (plan shows it; a warning has no room).
+    outcome: str = "predicted"
+    worst_case: str = ""
     # Each a thing to do now, or what to wait for: set by `assess_scale`, which knows the
     # safe replica count.
     fixes: list[str] = field(default_factory=list)
@@ -49,7 +55,8 @@ class PolicyVerdict:
     enforcement: str
     violations: list[Violation] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    safe_replicas: int | None = None  # smallest count that removes no protected pod
+    # The smallest count at or above the target that breaks no rule (`safeReplicas`).
+    safe_replicas: int | None = None
     # What a fix names: the protected-pool pods the worst case deletes, and the pods
     # outside protected pools that survive it.
     lost_protected: list[RankedPod] = field(default_factory=list)
@@ -127,8 +134,18 @@ def protection(policy: Policy, node_lookup: NodeLookup) -> Protection:
 
 def worst_case_victims(prediction: ScalePrediction,
                        is_protected: Callable[[RankedPod], bool]) -> list[RankedPod]:
-    """Predicted victims, with each tie group's share taken from protected pods first,
-    and the blocked pods that go once the controller stops waiting."""
+    """The pods gone in the outcome each rule likes least, and the blocked pods that go
+    once the controller stops waiting.
+
+    The predicted victims go. Of a tie group of which exactly `removed` go, protected
+    members go first. Of a group whose members may all go (a race between controllers,
+    a rolling update that recreates them as its replacements become ready), every
+    protected member goes and every other member stays: for protectedLast the worst
+    case (a protected pod lost while others survive), for minProtectedReplicas as bad
+    as any (it counts only protected pods). In a tie of exactly `removed`, taking
+    protected members first leaves a member outside protected pools whenever one is
+    tied, so one outcome is the worst for both rules there too.
+    """
     if prediction.blocked:
         return [*worst_case_victims(replace(prediction, blocked=[]), is_protected),
                 *(b.pod for b in prediction.blocked)]
@@ -136,15 +153,31 @@ def worst_case_victims(prediction: ScalePrediction,
         return list(prediction.victims)
     uncertain = {id(p) for g in prediction.tie_groups for p in g.members}
     worst = [p for p in prediction.victims if id(p) not in uncertain]
+    predicted: set[int] | None = None
     for group in prediction.tie_groups:
         members = group.members
         flags = (is_protected.flags(members) if isinstance(is_protected, Protection)
                  else list(map(is_protected, members)))
+        if group.removed >= len(members):
+            if predicted is None:
+                predicted = set(map(id, prediction.victims))
+            worst.extend(p for p, flag in zip(members, flags, strict=True)
+                         if flag or id(p) in predicted)
+            continue
         # Protected members first, each side in the group's order (a stable partition).
         protected_first = (list(compress(members, flags))
                            + list(compress(members, map(not_, flags))))
         worst.extend(protected_first[: group.removed])
     return worst
+
+
+def protected_kept(prediction: ScalePrediction, protected: Protection) -> tuple[int, int]:
+    """(left, all): the pods on protected pools left in the worst case (the blocked pods
+    gone too), what minProtectedReplicas counts, and all of them before the scale-down."""
+    everyone = [*prediction.victims, *(b.pod for b in prediction.blocked),
+                *prediction.survivors]
+    total = sum(protected.flags(everyone))
+    return total - sum(protected.flags(worst_case_victims(prediction, protected))), total
 
 
 def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLookup,
@@ -174,6 +207,12 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
         surviving_other = [p for p, flag in zip(everyone, flags, strict=True)
                            if not flag and id(p) not in worst_ids]
         certain = set(map(id, prediction.victims)) == worst_ids
+    # Where the worst case is not the predicted outcome, or keeps possible victims outside
+    # protected pools that protectedLast then counts as survivors, say which decided.
+    chosen = bool(lost_protected) and (not certain or not all(
+        protected.flags(prediction.possible_victims)))
+    outcome = WORST_CASE if chosen else PREDICTED
+    judged_on = _worst_case_text(prediction, worst, protected) if chosen else ""
 
     def describe(pod: RankedPod) -> str:
         where = place(pod)
@@ -185,7 +224,7 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
             f"{verb} protected-pool pod{_s(lost_protected)} {_names(lost_protected, describe)} "
             f"while {_names(surviving_other, describe)} outside protected pools "
             f"survive{'s' if len(surviving_other) == 1 else ''}"
-        )))
+        ), outcome=outcome, worst_case=judged_on))
     protected_total = sum(flags)
     required = rules.required_protected(_counted_replicas(prediction))
     remaining = protected_total - len(lost_protected)
@@ -195,7 +234,7 @@ def evaluate(policy: Policy, prediction: ScalePrediction, node_lookup: NodeLooku
             f"({', '.join(policy.protected_pool_names) or 'none'}); "
             f"minProtectedReplicas requires {_required_text(rules, prediction)}; "
             f"it removes {_names(lost_protected, describe)}"
-        )))
+        ), outcome=outcome, worst_case=judged_on))
     elif remaining < required:
         verdict.warnings.append(
             f"only {remaining} pod{_s(range(remaining))} run on protected pools, fewer than the "
@@ -232,10 +271,37 @@ def _evaluate_stalling(policy: Policy, prediction: ScalePrediction, node_lookup:
         if violation.rule not in judged:
             verdict.violations.append(Violation(violation.rule, (
                 f"while the scale-down waits on {wait.on}, it "
-                f"{violation.problem}")))
+                f"{violation.problem}"), outcome=violation.outcome,
+                worst_case=violation.worst_case))
     if verdict.violations:
         verdict.allowed = policy.scale_down.enforcement != "enforce"
     return verdict
+
+
+def _worst_case_text(prediction: ScalePrediction, worst: list[RankedPod],
+                     protected: Protection) -> str:
+    """Which outcome decided, in words: of the pods that may or may not go (possible
+    victims, victims tied with them), how many the worst case takes and keeps."""
+    worst_ids = set(map(id, worst))
+    tied = {id(p) for g in prediction.tie_groups if g.removed < len(g.members)
+            for p in g.members}
+    undecided = [*prediction.possible_victims, *(p for p in prediction.victims if id(p) in tied)]
+    counts: dict[tuple[bool, bool], int] = {}
+    for pod, flag in zip(undecided, protected.flags(undecided), strict=True):
+        key = (id(pod) in worst_ids, flag)
+        counts[key] = counts.get(key, 0) + 1
+    words = [((True, True), "on protected pools", "go", "es"),
+             ((True, False), "outside them", "go", "es", " too (a tie removes that many)"),
+             ((False, False), "outside protected pools", "stay", "s"),
+             ((False, True), "more on protected pools", "stay", "s",
+              " (a tie removes no more)")]
+    parts = []
+    for key, where, verb, ending, *why in words:
+        count = counts.get(key, 0)
+        if count:
+            parts.append(f"{count} {where} {verb + ending if count == 1 else verb}"
+                         + "".join(why))
+    return "of the pods that may or may not go, " + ", ".join(parts)
 
 
 def _everyone(prediction: ScalePrediction) -> list[RankedPod]:

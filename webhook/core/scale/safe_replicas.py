@@ -15,12 +15,22 @@ from ..replicaset.active_pods_with_ranks import RankedPod
 from ..replicaset.replicaset_sync import BURST_REPLICAS
 from ..view.cluster import ClusterView
 from .fix_facts import FixFacts
-from .policy_verdict import PolicyVerdict, Protection, evaluate, protection, worst_case_victims
+from .policy_verdict import (
+    RULE_PROTECTED_LAST,
+    PolicyVerdict,
+    Protection,
+    evaluate,
+    protected_kept,
+    protection,
+    worst_case_victims,
+)
 from .predict import predict_scale
 from .prediction import ScalePrediction
 from .units import POSSIBLE_VICTIM, SURVIVES
 
 _NODE_NAME = attrgetter("facts.node_name")
+# The most counts the webhook's quick check re-predicts one by one for a fix's safe count.
+_QUICK_COUNTS = 64
 
 
 @dataclass
@@ -36,19 +46,19 @@ def assess_scale(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
                  burst: int = BURST_REPLICAS) -> JudgedScale:
     """Predict the victims of scaling `workload` to `to_replicas` and judge them.
 
-    The safe replica count comes with every verdict, except with `quick` (the webhook,
-    inside the API server's timeout): then only for a violation's fix, and only when one
-    prediction gives it (one ReplicaSet or a StatefulSet shrinks, and the safe part of
-    the order fits in one sync); otherwise it would take a dozen re-predictions, and the
-    fix points to `plan` instead.
+    The safe replica count (`smallest_allowed_replicas`) comes with every verdict, except
+    with `quick` (the webhook, inside the API server's timeout): then only for a
+    violation's fix, and only when one prediction gives it (one ReplicaSet or a
+    StatefulSet shrinks, and the safe part of the order fits in one sync); otherwise it
+    would take a dozen re-predictions, and the fix points to `plan` instead.
     """
     prediction = predict_scale(view, workload, to_replicas, now_ns, burst)
     protected = protection(policy, view.node)
     verdict = evaluate(policy, prediction, view.node, protected)
     one_prediction = prediction.prefix_order is not None or prediction.units is not None
     if not quick or (verdict.violations and one_prediction):
-        verdict.safe_replicas = smallest_safe_replicas(view, policy, workload, prediction,
-                                                       now_ns, protected, burst, quick)
+        verdict.safe_replicas = smallest_allowed_replicas(
+            view, policy, workload, (prediction, verdict), now_ns, protected, burst, quick)
     if verdict.violations:
         fixes = fix_options(FixFacts(prediction, verdict.safe_replicas, verdict.lost_protected,
                                      verdict.kept_outside, _pool_cost(policy, view)))
@@ -75,6 +85,92 @@ def removes_protected(view: ClusterView, policy: Policy, prediction: ScalePredic
     return any(protected(p) for p in worst_case_victims(prediction, protected))
 
 
+def smallest_allowed_replicas(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
+                              judged: tuple[ScalePrediction, PolicyVerdict],
+                              now_ns: int | None, protected: Protection | None = None,
+                              burst: int = BURST_REPLICAS, quick: bool = False) -> int | None:
+    """The smallest replica count at or above the target that the policy allows now
+    (`safeReplicas`, the count a clamp writes and a fix names): the target when its
+    verdict (`judged`) has no violation, at most the current count (keeping it is no
+    scale-down). None with `quick` when finding it would take re-predictions.
+
+    The counts the policy allows need not be contiguous: protectedLast allows a scale
+    that leaves no pod outside protected pools, and a percentage in minProtectedReplicas
+    asks for more protected pods as the count grows. Kinds deleted by ordinal or index
+    (StatefulSets, LeaderWorkerSets) are asked count by count. For the others, what is
+    monotone (as `_search_safe_replicas` assumes), fewer replicas
+    never sparing a pod that more replicas delete: below the floor (the lowest count
+    that removes no protected pod, `smallest_safe_replicas`) a protected pod is lost, a
+    pod outside protected pools that survives one count survives every higher one, and
+    the protected pods left grow with the count. So above a count that protectedLast
+    denies, only the floor is allowed; above one that minProtectedReplicas alone denies,
+    the next candidate is the first count that keeps the protected pods the next count
+    asks for, found by bisection, and so on upwards.
+    """
+    prediction, verdict = judged
+    to = prediction.to_replicas
+    top = max(to, prediction.from_replicas)
+    if not verdict.violations or to >= top:
+        return to
+    if protected is None:
+        protected = protection(policy, view.node)
+    floor = smallest_safe_replicas(view, policy, workload, prediction, now_ns, protected,
+                                   burst, quick)
+    if floor is None:
+        return None
+    high = floor if to < floor < top else top
+    search = _Search(view, policy, workload, now_ns, burst, protected)
+    if not BY_KIND[prediction.kind].deletion_cost:
+        # Deleted by ordinal or group index: a prediction per count is cheap, and a stall
+        # breaks the monotony (a count whose first deletion waits deletes nothing until
+        # then, where a lower count deletes at once): ask the verdict at each count.
+        if quick and high - to > _QUICK_COUNTS:
+            return None
+        return next((n for n in range(to + 1, high) if not search.violations(n)), high)
+    count, violations = to, verdict.violations
+    while count < high:
+        if any(v.rule == RULE_PROTECTED_LAST for v in violations):
+            return high
+        if quick:
+            return None  # the bisection below re-predicts
+        need = policy.scale_down.required_protected((count + 1) * prediction.pods_per_replica)
+        count = search.first_keeping(need, count, high)
+        if count < high:
+            violations = search.violations(count)
+            if not violations:
+                return count
+    return high
+
+
+class _Search:
+    """Re-predictions of one workload's scale at other counts, for the bisections."""
+
+    def __init__(self, view: ClusterView, policy: Policy, workload: Mapping[str, Any],
+                 now_ns: int | None, burst: int, protected: Protection) -> None:
+        self.view, self.policy, self.workload = view, policy, workload
+        self.now_ns, self.burst, self.protected = now_ns, burst, protected
+
+    def predict(self, count: int) -> ScalePrediction:
+        return predict_scale(self.view, self.workload, count, self.now_ns, self.burst)
+
+    def violations(self, count: int) -> list[Any]:
+        """The rules the scale to `count` breaks, as the verdict judges them."""
+        return evaluate(self.policy, self.predict(count), self.view.node,
+                        self.protected).violations
+
+    def first_keeping(self, need: int, unsafe: int, high: int) -> int:
+        """The lowest count above `unsafe` whose worst case leaves `need` protected pods,
+        or loses none; `high` when none below it does (the pods left grow with the count)."""
+        while high - unsafe > 1:
+            middle = (unsafe + high) // 2
+            left, total = protected_kept(self.predict(middle), self.protected)
+            if left >= need or left == total:
+                high = middle
+            else:
+                unsafe = middle
+        return high
+
+
 def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[str, Any],
                            prediction: ScalePrediction, now_ns: int | None,
                            protected: Protection | None = None, burst: int = BURST_REPLICAS,
@@ -83,13 +179,15 @@ def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[
 
     Whatever the requested count: 0 when no pod runs on a protected pool, the number of
     active pods when even one deletion could take a protected pod (for a LeaderWorkerSet,
-    counted in groups). None with `quick`
-    when finding it would take re-predictions.
+    counted in groups). None with `quick` when finding it would take re-predictions.
+    Over several syncs of one ReplicaSet it is the lowest such count for the verdict,
+    which reads the same every-chain bound (`prefix_chain`), not for every real chain.
     """
     if protected is None:
         protected = protection(policy, view.node)
     if prediction.units is not None:
-        return _safe_units(prediction, protected)
+        return _safe_units_at_their_count(view, workload, prediction, now_ns, burst,
+                                          protected)
     if prediction.prefix_order is None:
         return None if quick else _search_safe_replicas(
             view, policy, workload, now_ns, burst,
@@ -124,6 +222,20 @@ def smallest_safe_replicas(view: ClusterView, policy: Policy, workload: Mapping[
         else:
             safe = middle
     return len(order) - safe
+
+
+def _safe_units_at_their_count(view: ClusterView, workload: Mapping[str, Any],
+                               prediction: ScalePrediction, now_ns: int | None, burst: int,
+                               protected: Protection) -> int:
+    """`_safe_units`, confirmed at the count it gives: a unit the target removes may be
+    one a rolling update recreates when it is kept, which only the prediction at that
+    count says (units are predicted without ranking: a few re-predictions are cheap)."""
+    ceiling = max(prediction.from_replicas, prediction.to_replicas)
+    safe = _safe_units(prediction, protected)
+    while prediction.to_replicas != safe < ceiling:
+        prediction = predict_scale(view, workload, safe, now_ns, burst)
+        safe = max(safe, _safe_units(prediction, protected))
+    return safe
 
 
 def _safe_units(prediction: ScalePrediction, protected: Protection) -> int:
@@ -196,13 +308,14 @@ def fix_options(facts: FixFacts) -> list[str]:
     kind = BY_KIND[prediction.kind]
     options = []
     if safe is None:
-        options.append(f"scale no lower than the smallest replica count that removes no "
-                       f"protected-pool pod, which 'python -m webhook plan --workload "
+        options.append(f"scale to the smallest replica count above {prediction.to_replicas} "
+                       f"that breaks no rule, which 'python -m webhook plan --workload "
                        f"{prediction.kind.lower()}/{prediction.namespace}/{prediction.name} "
                        f"--replicas {prediction.to_replicas}' names")
     elif prediction.to_replicas < safe < prediction.from_replicas:
-        options.append(f"scale to {safe} {_units(kind.unit, safe)} or more for now (the "
-                       "smallest count that removes no protected-pool pod)")
+        # Not "or more": a count between it and the current one may break a rule again.
+        options.append(f"scale to {safe} {_units(kind.unit, safe)} for now (the smallest "
+                       f"count above {prediction.to_replicas} that breaks no rule)")
     options.extend(kind.fix(facts))
     if not options:
         options.append(f"nothing lowers {facts.workload} safely now: keep its "
