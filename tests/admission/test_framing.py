@@ -127,7 +127,8 @@ def test_no_server_banner_and_readyz_without_process_details(server: Server) -> 
     status, _, body = request(server, "GET", "/readyz")
     details = json.loads(body)
     assert status == 200 and details["ready"] is True
-    assert set(details) <= {"ready", "policy", "cache", "policyError", "resources"}, details
+    assert set(details) <= {"ready", "policy", "cache", "policyError", "resources",
+                            "memory"}, details
     _, headers, _ = request(server, "POST", "/mutate-pods", REVIEW)
     assert "server" not in {name.lower() for name in headers}
 

@@ -122,3 +122,26 @@ def test_groups_a_rolling_update_may_recreate_are_possible_victims_in_json_and_t
     text = render_text(doc)
     assert ("Might be deleted depending on how far the rolling update under way gets "
             "(it recreates outdated groups): llm-0, llm-0-1") in text
+
+
+def test_surge_groups_the_rollout_partition_holds_survive_in_json_and_text():
+    # partition 1, maxSurge 1, maxUnavailable 0 mid-update (3 groups and the surge group
+    # 3): group 0 keeps its old revision while the partition holds, so after 3 -> 1 the
+    # controller keeps 1 + 1 groups for good: groups 3 and 2 go, and the inference
+    # group 1 is not reported as going later
+    lws = lf.leader_worker_set("llm", replicas=3, size=2, max_surge=1, max_unavailable=0,
+                               partition=1)
+    sts = lf.leader_statefulset(lws, replicas=4, partition=1)
+    objects = [lws, sts, *lf.group(lws, sts, 0, ["hyb-1", "hyb-1"], revision="old"),
+               *lf.group(lws, sts, 1, ["inf-1", "inf-1"]),
+               *lf.group(lws, sts, 2, ["hyb-2", "hyb-2"]),
+               *lf.group(lws, sts, 3, ["hyb-2", "hyb-1"])]
+    view = Snapshot([*NODES, *objects])
+    doc = json.loads(json.dumps(plan_document(view, POLICY, assess_scale(
+        view, POLICY, lws, 1, NOW), NOW)))
+    assert [(g["index"], g["fate"]) for g in doc["groups"]] == [
+        (3, "victim"), (2, "victim"), (1, "survives"), (0, "survives")]
+    assert not doc["blocked"] and doc["allowed"] and doc["safeReplicas"] == 1
+    assert any("partition holds group 0 at an old revision" in w and "surge group 1" in w
+               for w in doc["warnings"])
+    assert "Verdict: ALLOWED" in render_text(doc)

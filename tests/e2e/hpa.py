@@ -160,8 +160,11 @@ def scale_writes(env: Environment, namespace: str, name: str) -> list[ScaleWrite
 
 
 def clamps(env: Environment, namespace: str, name: str) -> list[str]:
-    """The clamp webhook's audit annotation on each of the HPA's scale writes, in order."""
-    return [write.clamped for write in scale_writes(env, namespace, name)]
+    """The clamp webhook's audit annotation on each of the HPA's scale writes that took
+    effect, in order. A write that lost a race with the Deployment controller's status
+    update (409 Conflict, retried by the HPA in the same sync) was reviewed too and carries
+    the same annotation as its retry: counted, it would stand in for the next sync's write."""
+    return [write.clamped for write in scale_writes(env, namespace, name) if write.code == 200]
 
 
 def hpa_state(env: Environment, namespace: str, name: str) -> tuple[dict[str, Any],
@@ -180,3 +183,28 @@ def hpa_event_reasons(env: Environment, namespace: str, name: str) -> set[str]:
         namespace, field_selector=f"involvedObject.kind=HorizontalPodAutoscaler,"
                                   f"involvedObject.name={name}").items
     return {e.reason for e in events}
+
+
+@contextlib.contextmanager
+def scale_down_held(env: Environment, namespace: str, name: str) -> Iterator[None]:
+    """The HPA `namespace/name` kept from scaling its target down for the block
+    (`behavior.scaleDown.selectPolicy: Disabled`), then given its manifest's policy back.
+
+    The HPA must be asking for fewer replicas than its target has: its status then shows
+    ScalingLimited True/ScaleDownLimit, which only a sync that read the hold writes. The
+    syncs of one HPA never overlap and each later one reads the hold too, so from then on
+    no scale-down write of this HPA is under way or to come: what a test reads of the
+    target inside the block is the state the HPA's next sync after the block starts from."""
+    def patch(select_policy: str | None) -> None:
+        body = {"spec": {"behavior": {"scaleDown": {"selectPolicy": select_policy}}}}
+        env.kubectl("-n", namespace, "patch", "hpa", name, "--type=merge",
+                    "-p", json.dumps(body), check=True)
+
+    patch("Disabled")
+    try:
+        wait_for(f"the HPA {name} to hold its scale-down",
+                 lambda: hpa_state(env, namespace, name)[1].get("ScalingLimited")
+                 == "True/ScaleDownLimit", timeout=30, interval=0.5)
+        yield
+    finally:
+        patch(None)  # unset: the API server defaults it as it did the manifest's

@@ -6,6 +6,8 @@ The HPA syncs every 5 s and reads its CPU metrics from the fake metrics.k8s.io
 Every pod uses 1% of its CPU request, so the HPA wants minReplicas. poolguard lowers that
 scale-down to the smallest safe count; once the placement allows (a cost fixed), a later
 HPA sync goes the rest of the way. A person's scale of the same Deployment is still denied.
+Where the test reads a state that a sync of the HPA could change under it, it holds the HPA
+(tests/e2e/hpa.py `scale_down_held`) or waits for the outcome.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from tests.e2e.hpa import (
     hpa,
     hpa_event_reasons,
     hpa_state,
+    scale_down_held,
 )
 from tests.e2e.workloads import apply, deployment, pod_template, wait_running, wait_settled
 from tests.e2e.workloads import plan as plan_json
@@ -83,11 +86,14 @@ def test_real_hpa_scales_down_as_far_as_is_safe_then_the_rest(
     assert 'admission webhook "scale.poolguard.dev" denied the request' in person.stderr
     assert env.apps.read_namespaced_deployment("asr", ns).spec.replicas == expected
 
-    # the cost fixed to the policy's: the held pod goes first, so 2 is safe now
-    env.kubectl("-n", ns, "annotate", "--overwrite", "pod", held,
-                f"{COST_ANNOTATION}={COSTS['hybrid']}", check=True)
-    wait_settled(env, ns)
-    now = plan_json(env, f"deployment/{ns}/asr", MIN_REPLICAS, "--as", HPA_USER)
+    # the cost fixed to the policy's: the held pod goes first, so 2 is safe now. The HPA is
+    # held meanwhile: its next sync would take the Deployment to 2 before plan reads 4 -> 2
+    with scale_down_held(env, ns, "asr"):
+        env.kubectl("-n", ns, "annotate", "--overwrite", "pod", held,
+                    f"{COST_ANNOTATION}={COSTS['hybrid']}", check=True)
+        wait_settled(env, ns)
+        now = plan_json(env, f"deployment/{ns}/asr", MIN_REPLICAS, "--as", HPA_USER)
+    assert now["replicas"]["from"] == expected, now  # what the HPA's next sync asks: 4 -> 2
     assert now["allowed"] is True and now["clampedTo"] is None, now
     wait_for(f"the HPA to scale to {MIN_REPLICAS}", lambda: env.apps.read_namespaced_deployment(
         "asr", ns).spec.replicas == MIN_REPLICAS, timeout=60)

@@ -16,12 +16,14 @@ from typing import Any
 import pytest
 
 from tests.support import factories as f
+from tests.support.cgroups import cgroup_v2
 from tests.support.kubeapi import FakeKubeAPI, wait_until
 from tests.support.policies import FLAT_POLICY_FILE, flat_policy
 from tests.support.reconcilers import FAST, client_for, fake_api
 from tests.support.reconcilers import running as run_service
 from webhook.cli.main import build_parser, main
 from webhook.cluster.live import read_snapshot
+from webhook.cluster.memory_budget import MIB
 from webhook.core.cost.deletion_cost import (
     DELETION_COST_ANNOTATION as COST,
 )
@@ -302,6 +304,27 @@ def test_metrics_and_healthz_endpoints(api: FakeKubeAPI, kubeconfig: str) -> Non
     assert "poolguard_reconciler_leader 1.0" in metrics
     assert "poolguard_reconciler_queue_depth" in metrics
     assert health["ok"] and health["leader"] and health["synced"]
+
+
+def test_memory_limit_too_low_is_named_in_healthz_and_metrics(
+        api: FakeKubeAPI, kubeconfig: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reconciler reads its container's cgroup (a fake one here): a limit below what
+    its cache needs is a warning in /healthz and the gauges, never unhealthy."""
+    monkeypatch.setenv("POOLGUARD_CGROUP_ROOT",
+                       str(cgroup_v2(tmp_path / "cgroup", str(64 * MIB), 50 * MIB)))
+    seed_pods(api)
+    with running(kubeconfig, FAST) as service:
+        wait_until(lambda: service.memory.latest is not None, message="a memory check")
+        healthy, details = service.health()
+        values = {name: service.metrics.registry.get_sample_value(name) for name in (
+            "poolguard_memory_limit_bytes", "poolguard_memory_used_bytes",
+            "poolguard_memory_projected_bytes")}
+    assert healthy
+    assert details["memory"].startswith("the memory limit 64 MiB is too low for ")
+    assert values == {"poolguard_memory_limit_bytes": 64 * MIB,
+                      "poolguard_memory_used_bytes": 50 * MIB,
+                      "poolguard_memory_projected_bytes": service.memory.latest.projected}
 
 
 def _cost_owned_by(manager: str) -> list[dict[str, Any]]:

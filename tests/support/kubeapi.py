@@ -538,6 +538,7 @@ class FakeKubeAPI:
             end = start + int(query["limit"])
             if end < len(chosen):
                 metadata["continue"] = f"{list_rv}:{end}"
+                metadata["remainingItemCount"] = len(chosen) - end
             chosen = chosen[start:end]
         items = []
         for obj in chosen:

@@ -32,6 +32,8 @@ from prometheus_client import (
     values,
 )
 
+from ..cluster.memory_budget import MemoryCheck
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
@@ -89,6 +91,36 @@ def admission() -> AdmissionMetrics:
         scale_clamped=Counter("poolguard_scale_clamped_total",
                               "Autoscaler scale-downs lowered to the smallest safe count",
                               ["kind", "namespace"]),
+    )
+
+
+@dataclass(frozen=True)
+class MemoryMetrics:
+    """The container's memory against what the caches need (cluster/memory_budget.py)."""
+
+    limit: Gauge
+    used: Gauge
+    projected: Gauge
+
+    def publish(self, check: MemoryCheck) -> None:
+        """Set the gauges from one check; no limit (or none readable) is 0."""
+        self.limit.set(check.limit or 0)
+        self.used.set(check.used or 0)
+        self.projected.set(check.projected)
+
+
+@cache
+def memory() -> MemoryMetrics:
+    """The memory gauges, created on first use like `admission()`; every worker reads
+    the same cgroup, so the highest live value is the container's."""
+    return MemoryMetrics(
+        limit=Gauge("poolguard_memory_limit_bytes", "The container's memory limit (its "
+                    "cgroup), 0 when none is set", multiprocess_mode="livemax"),
+        used=Gauge("poolguard_memory_used_bytes", "The container's working set (cgroup "
+                   "usage less inactive file pages)", multiprocess_mode="livemax"),
+        projected=Gauge("poolguard_memory_projected_bytes", "Memory the caches of the pods "
+                        "cached now need by the sizing table (every worker's cache)",
+                        multiprocess_mode="livemax"),
     )
 
 

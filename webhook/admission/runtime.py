@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..cluster.memory_budget import SERVE
+from ..cluster.memory_watch import MemoryWatch
 from ..cluster.state import PolicyHolder, load_state
 from ..cluster.view import WatchedView
 from ..core.view.cluster import ClusterView
@@ -45,6 +47,7 @@ class Runtime:
         self.watched: WatchedView | None = view if isinstance(view, WatchedView) else None
         self.settings = settings or Settings()
         self._next_policy_check = 0.0
+        self.memory: MemoryWatch | None = None  # set by build_runtime
 
     def _refresh_policy(self) -> None:
         now = time.monotonic()
@@ -103,6 +106,10 @@ class Runtime:
             details["policyError"] = self.policy.error
         if self.watched is not None:
             details["resources"] = self.watched.sync_status()
+        # A memory warning is named, never a reason to be unready: an unready webhook
+        # fails open just as an OOM-killed one does.
+        if self.memory is not None and self.memory.latest is not None:
+            details["memory"] = self.memory.latest.warning or "ok"
         return problem is None, details
 
 
@@ -138,7 +145,21 @@ def build_runtime(args: argparse.Namespace) -> Runtime:
         view.start()
         runtime = Runtime(policy, view, settings)
     _report_readiness(runtime, measured.cache_synced)
+    _watch_memory(runtime, args.workers)
     return runtime
+
+
+def _watch_memory(runtime: Runtime, workers: int) -> None:
+    """Check the container's memory limit against this worker's cache now and every
+    half minute: every worker keeps a cache of its own, so the need counts `workers`."""
+    from . import metrics
+
+    view = runtime.view
+    # A live cache counts the pods its first list will bring before they are all in.
+    count = getattr(view, "pod_count", None) or (lambda: len(view.all_pods()))
+    runtime.memory = MemoryWatch(SERVE, count, caches=workers,
+                                 on_check=metrics.memory().publish)
+    runtime.memory.start()
 
 
 def _report_readiness(runtime: Runtime, gauge: Any,

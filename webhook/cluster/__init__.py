@@ -1,1 +1,2 @@
-"""Reading the cluster: the Kubernetes API client, the watch-fed cache, state and policy files."""
+"""Reading the cluster: the Kubernetes API client, the watch-fed cache, state and policy files,
+and whether the container's memory limit holds the cache."""

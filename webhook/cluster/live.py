@@ -194,6 +194,16 @@ class LiveCluster(IndexedClusterView):
         """Every cached pod, in all namespaces."""
         return [facts.pod for facts in self._list_all("pods")]
 
+    def pod_count(self) -> int:
+        """The pods cached or, while the pod list is still coming in, the pods that list
+        will bring (its pages' `remainingItemCount`): the memory check's count, known
+        before the cache holds them all."""
+        with self._lock:
+            cached = sum(len(by_name) for by_name in self._store.get("pods", {}).values())
+        reflector = self._reflectors.get("pods")
+        listing = reflector.listing if reflector is not None else None
+        return max(cached, listing.expected if listing is not None else 0)
+
     def all_pod_facts(self) -> list[PodFacts]:
         """The facts of every cached pod, in all namespaces."""
         return self._list_all("pods")
@@ -355,6 +365,7 @@ class _Reflector:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._response: Any = None
+        self.listing: PagedList | None = None  # the list coming in, while it does
 
     def start(self, stop: threading.Event) -> None:
         self._stop = stop
@@ -420,7 +431,7 @@ class _Reflector:
     def _list(self) -> bool:
         """List the resource into the cache; False when it is an optional resource the
         API server does not serve (then the cache holds none of it)."""
-        listing = PagedList(self.api, self.resource)
+        listing = self.listing = PagedList(self.api, self.resource)
         try:
             self.cluster._relist(self.resource, listing.pages())
         except ApiError as err:
@@ -428,6 +439,8 @@ class _Reflector:
                 raise
             self._absent(err)
             return False
+        finally:
+            self.listing = None
         if self.absent is not None:
             log.info("%s: now served by the API server; watching it", self.resource.name)
             self.absent = None
@@ -536,6 +549,10 @@ class PagedList:
     def __init__(self, api: client.ApiClient, resource: Resource) -> None:
         self.api, self.resource = api, resource
         self.resource_version = ""
+        # Objects of the pages so far plus the last page's remainingItemCount (which the
+        # API server may leave out): the list's size before its last page is in.
+        self.listed = 0
+        self.expected = 0
 
     def pages(self) -> Iterator[list[Obj]]:
         token = ""
@@ -546,7 +563,11 @@ class PagedList:
             body = request_json(self.api, "GET", self.resource.path, query=query,
                                 timeout=LIST_TIMEOUT)
             metadata = body.get("metadata") or {}
-            yield [_typed(self.resource, item) for item in body.get("items") or []]
+            items = body.get("items") or []
+            remaining = metadata.get("remainingItemCount")
+            self.listed += len(items)
+            self.expected = self.listed + (remaining if isinstance(remaining, int) else 0)
+            yield [_typed(self.resource, item) for item in items]
             token = str(metadata.get("continue") or "")
             if not token:
                 self.resource_version = str(metadata.get("resourceVersion") or "")

@@ -18,6 +18,7 @@ from typing import Any
 
 import prometheus_client as prom
 
+from ..cluster.memory_budget import MemoryCheck
 from .decide import FAILED, KEPT, PATCHED, SKIPPED, UNCHANGED_POD, WRITE_REASONS
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,16 @@ class Metrics:
         for reason in WRITE_REASONS:
             self.writes.labels(reason)
         self._pools_seen: set[tuple[str]] = set()
+        # The container's memory against its cache's need (cluster/memory_budget.py).
+        self.memory_limit = prom.Gauge("poolguard_memory_limit_bytes", "The container's "
+                                       "memory limit (its cgroup), 0 when none is set",
+                                       registry=reg)
+        self.memory_used = prom.Gauge("poolguard_memory_used_bytes", "The container's working "
+                                      "set (cgroup usage less inactive file pages)",
+                                      registry=reg)
+        self.memory_projected = prom.Gauge("poolguard_memory_projected_bytes", "Memory the "
+                                           "cache of the pods cached now needs by the sizing "
+                                           "table", registry=reg)
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text for /metrics and its content type."""
@@ -105,6 +116,12 @@ class Metrics:
         for pool, count in counts.items():
             self.free_nodes.labels(pool).set(count)
         self._pools_seen = {(p,) for p in counts}
+
+    def publish_memory(self, check: MemoryCheck) -> None:
+        """Set the memory gauges from one check; no limit (or none readable) is 0."""
+        self.memory_limit.set(check.limit or 0)
+        self.memory_used.set(check.used or 0)
+        self.memory_projected.set(check.projected)
 
     def record(self, outcome: str, reason: str = "") -> None:
         self.pods.labels(outcome).inc()

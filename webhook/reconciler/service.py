@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..cluster.live import LiveCluster, read_snapshot
+from ..cluster.memory_budget import RECONCILER
+from ..cluster.memory_watch import MemoryWatch
 from ..cluster.state import PolicyHolder
 from ..core.consolidation.pod_cost import needs_load, view_node_load
 from ..core.kinds.resource import NAMESPACES, NODES, PODS
@@ -87,6 +89,8 @@ class Service:
         self.metrics.queue_depth.set_function(lambda: len(self.queue))
         self.metrics.staleness.set_function(self.cluster.staleness_seconds)
         self.metrics.leader.set_function(lambda: 1 if self.is_leader() else 0)
+        self.memory = MemoryWatch(RECONCILER, self.cluster.pod_count,
+                                  on_check=self.metrics.publish_memory)
 
     def is_leader(self) -> bool:
         """May this instance write now (always true in dry-run, which writes nothing)."""
@@ -95,14 +99,17 @@ class Service:
     def health(self) -> tuple[bool, dict[str, Any]]:
         """(healthy, details) for /healthz: unhealthy only if the worker died."""
         status = self.cluster.sync_status()
-        return not self._worker_died, {"leader": self.is_leader(), "queueDepth": len(self.queue),
-                                    "synced": status["synced"],
-                                    "stalenessSeconds": status["stalenessSeconds"]}
+        details = {"leader": self.is_leader(), "queueDepth": len(self.queue),
+                   "synced": status["synced"], "stalenessSeconds": status["stalenessSeconds"]}
+        if self.memory.latest is not None:  # named, never a reason to be unhealthy
+            details["memory"] = self.memory.latest.warning or "ok"
+        return not self._worker_died, details
 
     def run(self, stop: threading.Event) -> None:
         """Run until `stop` is set; then release the Lease and stop the watches."""
         self.reconciler.stop = stop
         self.cluster.start()
+        self.memory.start(stop=stop)
         threads: list[threading.Thread] = []
         try:
             log.info("waiting for the pod, node and namespace caches to sync")

@@ -258,3 +258,27 @@ metricRelabelings:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/* A component's resources with the memory the sizing table gives for expectedPods:
+(dict "resources" <its resources> "pods" .Values.expectedPods "component" "webhook|reconciler").
+The figures are docs/performance.md "Sizing", in MiB: fixed, per cache, per 10,000 pods
+(webhook/cluster/memory_budget.py holds the same; tests/deploy/test_chart.py compares
+them). The webhook counts one cache (serve's default of one worker). The request is the
+need, the limit the need over 0.9 (the share past which poolguard warns), each rounded up
+to 64Mi. A memory request or limit set in resources is kept as it is. */}}
+{{- define "poolguard.resources" -}}
+{{- $figures := get (dict "webhook" (list 50 45 60) "reconciler" (list 0 60 60)) .component -}}
+{{- $need := add (index $figures 0) (index $figures 1) (div (mul (int64 .pods) (index $figures 2)) 10000) -}}
+{{- $resources := deepCopy (.resources | default dict) -}}
+{{- $requests := get $resources "requests" | default dict -}}
+{{- if not (hasKey $requests "memory") -}}
+{{- $_ := set $requests "memory" (printf "%dMi" (mul (div (add $need 63) 64) 64)) -}}
+{{- end -}}
+{{- $limits := get $resources "limits" | default dict -}}
+{{- if not (hasKey $limits "memory") -}}
+{{- $_ := set $limits "memory" (printf "%dMi" (mul (div (add (mul $need 10) 575) 576) 64)) -}}
+{{- end -}}
+{{- $_ := set $resources "requests" $requests -}}
+{{- $_ := set $resources "limits" $limits -}}
+{{- toYaml $resources -}}
+{{- end -}}

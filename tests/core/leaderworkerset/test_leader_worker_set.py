@@ -418,3 +418,115 @@ def test_with_a_surge_victims_and_blocked_are_the_groups_above_the_target(ready,
     assert kept == set(range(to, to + len(kept)))  # the lowest groups above the target wait
     if all(ready[:to]):
         assert not kept
+
+
+# --- rollingUpdateConfiguration.partition with maxSurge ------------------------------------
+# rollingUpdateParameters ends with `stsPartition = max(stsPartition, lws partition)`, so
+# the groups below the rollout's partition keep their old revision; getReplicaStates marks
+# them not updated, calculateLWSUnreadyReplicas counts them, and wantReplicas keeps the
+# surge they call for until the partition is reset (the API's doc on `partition`).
+
+
+def partitioned_state(*, to_replicas_layout: list[tuple[list[str], str, bool]],
+                      replicas: int, sts_replicas: int, floor: int, max_surge: int,
+                      max_unavailable: int = 1) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    lws = lf.leader_worker_set("llm", replicas=replicas, size=2, max_surge=max_surge,
+                               max_unavailable=max_unavailable, partition=floor)
+    sts = lf.leader_statefulset(lws, replicas=sts_replicas, partition=floor)
+    objects = [lws, sts]
+    for index, (nodes, revision, ready) in enumerate(to_replicas_layout):
+        objects += lf.group(lws, sts, index, nodes, revision=revision, ready=ready)
+    return lws, objects
+
+
+def test_the_surge_the_partition_holds_survives_instead_of_waiting():
+    # partition 2, maxSurge 1, maxUnavailable 1, mid-update: groups 0 and 1 old (below the
+    # partition), 2 and 3 updated, the surge group 4 updated. 4 -> 3: groups 0 and 1 are
+    # not updated, 2 > maxSurge, so wantReplicas is 3 + 1; they stay so while the
+    # partition holds, so group 3 is kept for good and only group 4 goes.
+    lws, objects = partitioned_state(
+        to_replicas_layout=[([HYB, HYB], "old", True), ([HYB, HYB], "old", True),
+                            ([HYB, HYB], lf.REVISION, True), ([INF, INF], lf.REVISION, True),
+                            ([HYB, HYB], lf.REVISION, True)],
+        replicas=4, sts_replicas=5, floor=2, max_surge=1)
+    prediction = predict_scale(view_of(objects), lws, 3, NOW)
+    assert fates(prediction) == [(4, "victim"), (3, "survives"), (2, "survives"),
+                                 (1, "survives"), (0, "survives")]
+    assert names(prediction.victims) == ["llm-4", "llm-4-1"]
+    assert not prediction.blocked and not prediction.possible_victims
+    assert any("partition holds groups 0, 1" in note and "surge group 3" in note
+               for note in prediction.notes)
+    # group 3 on inference stays for as long as the partition holds: nothing protected goes
+    verdict = assess_scale(view_of(objects), POLICY, lws, 3, NOW).verdict
+    assert verdict.allowed and verdict.safe_replicas == 3
+
+
+def test_only_the_surge_beyond_what_the_partition_holds_waits():
+    # partition 1, maxSurge 2, maxUnavailable 0; group 0 old (held), group 1 updated but
+    # not ready. 4 -> 2: 2 unready <= maxSurge keeps 2 + 2; the held group alone keeps
+    # 2 + 1. Group 2 stays, group 3 waits for group 1, groups 4 and 5 go.
+    lws, objects = partitioned_state(
+        to_replicas_layout=[([HYB, HYB], "old", True), ([HYB, HYB], lf.REVISION, False),
+                            ([INF, INF], lf.REVISION, True), ([INF, INF], lf.REVISION, True),
+                            ([HYB, HYB], lf.REVISION, True), ([HYB, HYB], lf.REVISION, True)],
+        replicas=4, sts_replicas=6, floor=1, max_surge=2, max_unavailable=0)
+    prediction = predict_scale(view_of(objects), lws, 2, NOW)
+    assert fates(prediction)[:4] == [(5, "victim"), (4, "victim"), (3, "blocked"),
+                                     (2, "survives")]
+    assert {b.waiting_on for b in prediction.blocked} == {"llm-1"}
+    verdict = assess_scale(view_of(objects), POLICY, lws, 2, NOW).verdict
+    # group 3 (inference) goes once group 1 is ready while hybrid group 0 stays
+    assert [v.rule for v in verdict.violations] == ["protectedLast"]
+    assert "llm-3 (node inf-1" in verdict.violations[0].message
+    assert "llm-2 " not in verdict.violations[0].message
+
+
+def test_a_group_below_the_partition_of_the_current_revision_holds_nothing():
+    # At rest (every group updated) the partition pins nothing: the surge kept for the
+    # unready group 0 goes once it is ready.
+    lws, objects = partitioned_state(
+        to_replicas_layout=[([HYB, HYB], lf.REVISION, False), ([HYB, HYB], lf.REVISION, False),
+                            ([INF, INF], lf.REVISION, True), ([HYB, HYB], lf.REVISION, True)],
+        replicas=4, sts_replicas=4, floor=2, max_surge=1)
+    prediction = predict_scale(view_of(objects), lws, 2, NOW)
+    assert fates(prediction)[:2] == [(3, "victim"), (2, "blocked")]
+    assert not any("partition holds" in note for note in prediction.notes)
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data())
+def test_blocked_groups_are_the_ones_that_go_once_the_unpinned_groups_are_ready(data):
+    """Predicting again once every group the partition does not hold is ready and
+    updated, with the leader StatefulSet at the replicas the controller writes now: the
+    groups blocked before are the victims then, and nothing is blocked any more."""
+    total = data.draw(st.integers(1, 6))
+    to = data.draw(st.integers(0, total))
+    floor = data.draw(st.integers(0, total))
+    surge = data.draw(st.sampled_from([1, 2, "50%", "100%"]))
+    unavailable = data.draw(st.sampled_from([0, 1, "25%"]))
+    # groups above the target of an old revision would be recreated by the update first
+    # (possible victims); here they are of the current one, so every kept group is plain
+    old = [index < to and data.draw(st.booleans()) for index in range(total)]
+    ready = [data.draw(st.booleans()) for _ in range(total)]
+
+    def state(sts_replicas: int, settled: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        lws = lf.leader_worker_set("llm", replicas=total, size=2, max_surge=surge,
+                                   max_unavailable=unavailable, partition=floor)
+        sts = lf.leader_statefulset(lws, replicas=sts_replicas, partition=max(floor, 1))
+        objects = [lws, sts]
+        for index in range(sts_replicas):
+            pinned = index < floor and old[index]
+            revision = "old" if pinned or (old[index] and not settled) else lf.REVISION
+            objects += lf.group(lws, sts, index, [HYB, INF], revision=revision,
+                                ready=settled or ready[index])
+        return lws, objects
+
+    lws, objects = state(total, settled=False)
+    before = predict_scale(view_of(objects), lws, to, NOW)
+    going_later = {g.index for g in before.units if g.fate == "blocked"}
+    kept = max([to, *(g.index + 1 for g in before.units if g.fate in ("blocked", "survives"))])
+    lws, objects = state(kept, settled=True)
+    lws["spec"]["replicas"] = to  # the scale has been applied
+    after = predict_scale(view_of(objects), lws, to, NOW)
+    assert not after.blocked
+    assert {g.index for g in after.units if g.fate == "victim"} == going_later

@@ -22,6 +22,9 @@ Rollout's selector), the new one by `status.currentPodHash` and the stable one b
   to pass, an AnalysisRun. A ReplicaSet's predicted victims are those of the syncs with
   the availability the statuses show now; down to the most any reading deletes its
   pods are possible victims (the verdict takes the worst case).
+- A current canary step that completes with the new count (its split reached with the
+  canary pods available now, a pause with a duration, a route) sets the following steps
+  going (`canary_steps`): the pods they may remove are possible victims too.
 - What is not modelled (an update the controller has not recorded in the status, an
   aborted update's scale-down delay, the AWS target group check) makes every pod of
   every ReplicaSet with pods a possible victim, with a note that says why.
@@ -66,6 +69,7 @@ from .argo_rollout_sync import (
     reachable_lowest,
     replay,
 )
+from .canary_steps import FollowingSteps, following_steps
 
 HASH_LABEL = "rollouts-pod-template-hash"  # v1alpha1.DefaultRolloutUniqueLabelKey
 REVISION_ANNOTATION = "rollout.argoproj.io/revision"
@@ -105,8 +109,14 @@ def predict_rollout(view: ClusterView, rollout: Mapping[str, Any], to_replicas: 
     variants = _variants(rollout, states, new_name)
     replays = [replay(scaled, states, new_name, stable_name, v) for v in variants]
     kept = {rs.name: max(r.lowest[rs.name] for r in replays) for rs in states}
-    least = _least(scaled, states, new_name, stable_name, variants, replays,
-                   _fresh_availability(owned, all_pods, rollout, now_ns, burst), into.notes)
+    fresh = _fresh_availability(owned, all_pods, rollout, now_ns, burst)
+    least = _least(scaled, states, new_name, stable_name, variants, replays, fresh, into.notes)
+    steps = following_steps(scaled, states, new_name, stable_name, variants, fresh)
+    by_steps = {name for name, size in (steps.lowest if steps else {}).items()
+                if size < least[name]}
+    if steps is not None:
+        least = {name: min(size, steps.lowest[name]) for name, size in least.items()}
+        into.notes.append(_steps_note(scaled, steps, by_steps, least))
     deletions = _deletions(into, states, owned, all_pods, kept, now_ns, burst)
     into.tie_groups = tie_groups_over_sync_orders(deletions, all_pods, burst)
     into.tie_groups += not_yet_tied(
@@ -116,8 +126,9 @@ def predict_rollout(view: ClusterView, rollout: Mapping[str, Any], to_replicas: 
         into.tie_groups, into.victims)
     for name, deletion in deletions.items():
         if least[name] < kept[name]:
-            into.tie_groups = _widen(into.tie_groups, deletion, kept[name] - least[name],
-                                     _why_timing(name, least[name]))
+            why = (_why_steps(name, least[name], steps) if steps and name in by_steps
+                   else _why_timing(name, least[name]))
+            into.tie_groups = _widen(into.tie_groups, deletion, kept[name] - least[name], why)
     unmodelled = _unmodelled(rollout, states, new_name, stable_name)
     if unmodelled:
         _everything_possible(into, deletions, to_replicas, unmodelled)
@@ -289,6 +300,24 @@ def _why_timing(name: str, least: int) -> str:
     return (f"the Rollouts controller may take {name} down to {least}, depending on the "
             "ReplicaSets' availability when it syncs (victims gone or not, new pods up or "
             "not), on a scale-down deadline about to pass, or on an analysis it waits for")
+
+
+def _why_steps(name: str, least: int, steps: FollowingSteps) -> str:
+    return (f"canary step {steps.completed} completes with the new count ({steps.how}), and "
+            f"the steps the Rollouts controller then goes on with may take {name} down to "
+            f"{least} (how far and when depends on the canary pods' availability)")
+
+
+def _steps_note(rollout: Mapping[str, Any], steps: FollowingSteps, lowered: set[str],
+                least: Mapping[str, int]) -> str:
+    followed = (f"steps {steps.followed[0]}-{steps.followed[-1]}" if len(steps.followed) > 1
+                else f"step {steps.followed[0]}" if steps.followed else "no further step")
+    taken = ", ".join(f"{name} down to {least[name]}" for name in sorted(lowered))
+    return (f"canary step {steps.completed} of Rollout {name_of(rollout)} completes with "
+            f"the new count ({steps.how}): the Rollouts controller goes on with {followed}, "
+            f"up to {steps.stop}"
+            + (f"; they may take {taken}: those pods are possible victims" if taken
+               else "; they delete no more pods"))
 
 
 def _widen(groups: list[TieGroup], deletion: Deletion, extra: int, why: str) -> list[TieGroup]:

@@ -27,6 +27,11 @@ then deletes each such leader's worker StatefulSet and its pods. Deletion cost p
 part. The groups in `[r, k)` are the surge the controller keeps while more than
 `maxUnavailable` groups in the new range are not ready and updated: they go once those
 groups are (each later reconcile recomputes `k`), so they are `blocked`, not victims.
+With `rollingUpdateConfiguration.partition` set, the groups below it keep an old
+revision for as long as it holds (the deferred `max` in `rollingUpdateParameters`), so
+they count as not updated forever: the surge they keep (`k` computed over them alone)
+stays, as the API's doc on `partition` says, and those groups survive; only the rest of
+the surge is `blocked`.
 
 A scale-down made during a rolling update (`rollingUpdateParameters`, "replicas changed
 during rolling update"; `rollingUpdatePartition`) lets the update go on: the groups of an
@@ -113,14 +118,16 @@ def scale_groups(view: ClusterView, lws: Mapping[str, Any], to_replicas: int) ->
     everyone = set_pods(view, namespace, name)
     groups = _groups(everyone, name)
     notes: list[str] = []
-    kept, wait = to_replicas, None
+    kept = held = to_replicas
+    wait = None
     if leader_sts is not None:
-        kept, wait = _kept_by_controller(view, lws, leader_sts, to_replicas, everyone, notes)
+        kept, held, wait = _kept_by_controller(view, lws, leader_sts, to_replicas, everyone,
+                                               notes)
     elif groups:  # a new LeaderWorkerSet has neither
         notes.append(f"leader StatefulSet {name} is not in the view: the groups at index "
                      f"{to_replicas} and above are taken to go at once")
     for group in groups.values():
-        group.fate = (SURVIVES if group.index < to_replicas
+        group.fate = (SURVIVES if group.index < held
                       else BLOCKED if group.index < kept else VICTIM)
     ordered = [groups[index] for index in sorted(groups, reverse=True)]
     if leader_sts is not None:
@@ -129,8 +136,8 @@ def scale_groups(view: ClusterView, lws: Mapping[str, Any], to_replicas: int) ->
     if blocked and wait is not None:
         notes.append(f"the LeaderWorkerSet controller keeps group{_s(len(blocked))} "
                      f"{', '.join(map(str, blocked))} for now: {wait.reason}")
-    held = wait if blocked and kept > to_replicas else None
-    return LwsScale(ordered, kept, group_size(lws), held, notes)
+    waits = wait if blocked and kept > held else None
+    return LwsScale(ordered, kept, group_size(lws), waits, notes)
 
 
 def _mark_replaced(lws: Mapping[str, Any], leader_sts: Mapping[str, Any],
@@ -234,9 +241,10 @@ def _ordinal(pod_name: str) -> tuple[str, int | None]:
 
 def _kept_by_controller(view: ClusterView, lws: Mapping[str, Any], leader_sts: Mapping[str, Any],
                         to_replicas: int, everyone: Sequence[PodFacts],
-                        notes: list[str]) -> tuple[int, Wait | None]:
-    """rollingUpdateParameters' replicas for the scaled LeaderWorkerSet, with what the
-    surge it keeps waits on.
+                        notes: list[str]) -> tuple[int, int, Wait | None]:
+    """rollingUpdateParameters' replicas for the scaled LeaderWorkerSet now, the replicas
+    it keeps for as long as the rollout's partition holds, and what the surge between
+    the two waits on.
 
     The template does not change in a scale, so the rolling-update case of a new
     revision does not arise; the revision is the leader StatefulSet's label.
@@ -246,7 +254,7 @@ def _kept_by_controller(view: ClusterView, lws: Mapping[str, Any], leader_sts: M
     rolling = (sts_spec.get("updateStrategy") or {}).get("rollingUpdate") or {}
     partition = _int(rolling.get("partition"), 0)
     if (partition == 0 and sts_replicas == to_replicas) or sts_replicas < to_replicas:
-        return to_replicas, None
+        return to_replicas, to_replicas, None
     config = _rolling_config(lws)
     try:
         surge = min(scaled_int_or_percent(config.get("maxSurge", 0), to_replicas, True),
@@ -255,26 +263,58 @@ def _kept_by_controller(view: ClusterView, lws: Mapping[str, Any], leader_sts: M
     except ValueError:
         notes.append("maxSurge or maxUnavailable is not a valid value: the LeaderWorkerSet "
                      "controller fails every sync and deletes nothing")
-        return sts_replicas, Wait(name_of(leader_sts), "the controller cannot read its "
-                                  "rollingUpdateConfiguration")
+        return sts_replicas, to_replicas, Wait(name_of(leader_sts), "the controller cannot "
+                                               "read its rollingUpdateConfiguration")
     if go_parse_int(annotations_of(leader_sts).get(REPLICAS_ANNOTATION) or "", 32) is None:
         notes.append(f"leader StatefulSet {name_of(leader_sts)} has no valid "
                      f"{REPLICAS_ANNOTATION} annotation: the LeaderWorkerSet controller fails "
                      "every sync during a rolling update and deletes nothing")
-        return sts_replicas, Wait(name_of(leader_sts), f"the controller cannot read "
-                                  f"{REPLICAS_ANNOTATION}")
+        return sts_replicas, to_replicas, Wait(name_of(leader_sts), f"the controller cannot "
+                                               f"read {REPLICAS_ANNOTATION}")
     if surge == 0:  # calculateRollingUpdateReplicas keeps no group without a surge
-        return to_replicas, None
+        return to_replicas, to_replicas, None
     unready = unready_groups(view, lws, leader_sts, to_replicas, everyone)
     kept = rolling_update_replicas(to_replicas, surge, unavailable, len(unready))
-    if kept <= to_replicas:
-        return kept, None
-    shown = ", ".join(f"{name_of(lws)}-{index}" for index in unready[:5])
-    more = f" and {len(unready) - 5} more" if len(unready) > 5 else ""
-    return kept, Wait(f"{name_of(lws)}-{unready[0]}", (
-        f"{len(unready)} group{_s(len(unready))} in the new range ({shown}{more}) "
-        f"{'is' if len(unready) == 1 else 'are'} not ready and updated, more than "
-        f"maxUnavailable ({unavailable}) allows without the surge (maxSurge {surge})"), True)
+    pinned = pinned_groups(lws, leader_sts, to_replicas, everyone)
+    held = rolling_update_replicas(to_replicas, surge, unavailable, len(pinned))
+    if held > to_replicas:
+        notes.append(_pinned_note(lws, pinned, to_replicas, held))
+    waiting = [index for index in unready if index not in pinned]
+    if kept <= held or not waiting:
+        return kept, held, None
+    shown = ", ".join(f"{name_of(lws)}-{index}" for index in waiting[:5])
+    more = f" and {len(waiting) - 5} more" if len(waiting) > 5 else ""
+    return kept, held, Wait(f"{name_of(lws)}-{waiting[0]}", (
+        f"{len(unready)} group{_s(len(unready))} in the new range ({shown}{more}"
+        f"{' among them' if pinned else ''}) {'is' if len(unready) == 1 else 'are'} not "
+        f"ready and updated, more than maxUnavailable ({unavailable}) allows without the "
+        f"surge (maxSurge {surge})"), True)
+
+
+def pinned_groups(lws: Mapping[str, Any], leader_sts: Mapping[str, Any], to_replicas: int,
+                  everyone: Sequence[PodFacts]) -> list[int]:
+    """The groups below both the rollout's `partition` and `to_replicas` whose leader is
+    of an old revision: the controller never lowers the leader StatefulSet's partition
+    below the rollout's, so they stay outdated, and `calculateLWSUnreadyReplicas` counts
+    them for as long as the partition holds. A group whose leader is missing is not
+    counted: what it is recreated as is not in the objects (not counting it can only
+    make more groups `blocked`)."""
+    floor = min(_int(_rolling_config(lws).get("partition"), 0), to_replicas)
+    revision = labels_of(leader_sts).get(REVISION_LABEL, "")
+    leaders = _leaders_by_index(everyone)
+    return [index for index in range(floor)
+            if index in leaders and leaders[index].name == f"{name_of(lws)}-{index}"
+            and leaders[index].labels.get(REVISION_LABEL, "") != revision]
+
+
+def _pinned_note(lws: Mapping[str, Any], pinned: Sequence[int], to_replicas: int,
+                 held: int) -> str:
+    kept = ", ".join(map(str, range(to_replicas, held)))
+    return (f"rollingUpdateConfiguration.partition holds group{_s(len(pinned))} "
+            f"{', '.join(map(str, pinned))} at an old revision: the LeaderWorkerSet "
+            f"controller counts {'it' if len(pinned) == 1 else 'them'} as not updated and "
+            f"keeps the surge group{_s(held - to_replicas)} {kept} for as long as the "
+            "partition holds (until the update is done and the partition is reset to 0)")
 
 
 def rolling_update_replicas(replicas: int, surge: int, unavailable: int, unready: int) -> int:
@@ -291,12 +331,7 @@ def unready_groups(view: ClusterView, lws: Mapping[str, Any], leader_sts: Mappin
     or whose worker StatefulSet is missing, not ready (`StatefulsetReady`) or not of it."""
     name, namespace = name_of(lws), namespace_of(lws)
     revision = labels_of(leader_sts).get(REVISION_LABEL, "")
-    leaders: dict[int, PodFacts] = {}
-    for facts in everyone:  # listed by labels, placed by group-index (SortByIndex)
-        labels = facts.labels
-        index = go_parse_int(labels.get(GROUP_INDEX_LABEL) or "", 64)
-        if labels.get(WORKER_INDEX_LABEL) == "0" and index is not None and index >= 0:
-            leaders[index] = facts
+    leaders = _leaders_by_index(everyone)
     size = group_size(lws)
     unready = []
     for index in range(to_replicas):
@@ -310,6 +345,17 @@ def unready_groups(view: ClusterView, lws: Mapping[str, Any], leader_sts: Mappin
         if not ok:
             unready.append(index)
     return unready
+
+
+def _leaders_by_index(everyone: Sequence[PodFacts]) -> dict[int, PodFacts]:
+    """getReplicaStates' leader pods: listed by labels, placed by group-index (SortByIndex)."""
+    leaders: dict[int, PodFacts] = {}
+    for facts in everyone:
+        labels = facts.labels
+        index = go_parse_int(labels.get(GROUP_INDEX_LABEL) or "", 64)
+        if labels.get(WORKER_INDEX_LABEL) == "0" and index is not None and index >= 0:
+            leaders[index] = facts
+    return leaders
 
 
 def group_size(lws: Mapping[str, Any]) -> int:

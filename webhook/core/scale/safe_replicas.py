@@ -18,7 +18,7 @@ from .fix_facts import FixFacts
 from .policy_verdict import PolicyVerdict, Protection, evaluate, protection, worst_case_victims
 from .predict import predict_scale
 from .prediction import ScalePrediction
-from .units import POSSIBLE_VICTIM
+from .units import POSSIBLE_VICTIM, SURVIVES
 
 _NODE_NAME = attrgetter("facts.node_name")
 
@@ -130,15 +130,22 @@ def _safe_units(prediction: ScalePrediction, protected: Protection) -> int:
     """Whole units (a LeaderWorkerSet's groups) go, highest index first, so the count that
     keeps every unit with a pod on a protected pool (at most the current count: a surge
     unit above it goes whatever the count). A protected unit that a rolling update under
-    way may recreate is a possible victim at every lower count, so only the current is safe."""
+    way may recreate is a possible victim at every lower count, so only the current is safe.
+    A protected unit above the target that survives it (a surge the controller keeps for
+    as long as a rollout partition holds) is safe at the target; what a lower count would
+    keep is not predicted, so the target is the count given then."""
     assert prediction.units is not None
     ceiling = max(prediction.from_replicas, prediction.to_replicas)
     protected_units = [unit for unit in prediction.units
                        if any(_protected_flags(unit.pods, protected))]
     if any(unit.fate == POSSIBLE_VICTIM for unit in protected_units):
         return ceiling
-    highest = max((unit.index for unit in protected_units), default=-1)
-    return min(highest + 1, ceiling)
+    kept_above = {id(unit) for unit in protected_units
+                  if unit.fate == SURVIVES and unit.index >= prediction.to_replicas}
+    highest = max((unit.index for unit in protected_units if id(unit) not in kept_above),
+                  default=-1)
+    floor = prediction.to_replicas if kept_above else 0
+    return min(max(highest + 1, floor), ceiling)
 
 
 def _safe_prefix_length(order: list[Any], protected: Any, ranked: bool) -> int:
