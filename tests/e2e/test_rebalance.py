@@ -94,6 +94,8 @@ def rebalancer(env: Environment) -> Iterator[None]:
         yield
     finally:
         env.stop_reconciler()  # a stopping leader abandons its batch and removes its taints
+        for node in tainted(env):  # and if it died instead: the next modules need the nodes
+            env.kubectl("taint", "nodes", node, f"{TAINT_KEY}:NoSchedule-", check=True)
         write_policy(env, saved_policy)
         env.kubectl("delete", "--ignore-not-found", "-f", str(REBALANCE_RBAC), check=True)
         if was_running:
