@@ -19,6 +19,7 @@ Call sites catch the subclass they handle (`except ConflictError`) instead of co
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from .core.errors import InputError, PoolguardError
 
@@ -44,6 +45,9 @@ class ApiError(PoolguardError):
     """
 
     status_code: int | None = None
+    # The Status's details.causes messages (from_body), e.g. which PodDisruptionBudget
+    # refused an eviction and how many healthy pods it needs.
+    causes: tuple[str, ...] = ()
 
     def __init__(self, status: int, reason: str, message: str, request: str = "") -> None:
         text = f"HTTP {status} {reason}" + (f": {message}" if message else "")
@@ -66,8 +70,19 @@ class ApiError(PoolguardError):
         if not isinstance(body, dict):
             body = {}
         message = str(body.get("message") or data[:200].decode("utf-8", "replace"))
-        return ApiError.of(status, str(body.get("reason") or http_reason or ""), one_line(message),
-                   request)
+        error = ApiError.of(status, str(body.get("reason") or http_reason or ""),
+                            one_line(message), request)
+        error.causes = _cause_messages(body.get("details"))
+        return error
+
+
+def _cause_messages(details: Any) -> tuple[str, ...]:
+    """The messages of a Status's `details.causes` (none when it has no such list)."""
+    causes = details.get("causes") if isinstance(details, dict) else None
+    if not isinstance(causes, list):
+        return ()
+    return tuple(one_line(str(c["message"])) for c in causes
+                 if isinstance(c, dict) and c.get("message"))
 
 
 class NotFoundError(ApiError):

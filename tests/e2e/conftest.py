@@ -123,7 +123,7 @@ _outcomes: dict[str, str] = {}
 SCENARIO_MODULES = ("test_scenarios.py", "test_policy_guard.py", "test_controllers.py",
                     "test_hpa.py", "test_admission_policy.py", "test_helm.py",
                     "test_leaderworkerset.py", "test_argo_rollouts.py", "test_cloneset.py",
-                    "test_consolidation.py")
+                    "test_consolidation.py", "test_rebalance.py")
 
 
 def _is_scenario(nodeid: str) -> bool:

@@ -36,9 +36,13 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 K8S_VERSION = "v1.37.2"
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_BIN = Path.home() / ".cache" / "poolguard-e2e" / K8S_VERSION / "bin"
+# The disruption controller keeps PodDisruptionBudgets' status, which the Eviction API
+# decides on (tests/e2e/test_rebalance.py); with no budget it writes nothing. No Job
+# controller: tests/e2e/helm.py plays it for the chart's hook Jobs.
 CONTROLLERS = ("deployment-controller", "replicaset-controller", "statefulset-controller",
                "serviceaccount-controller", "garbage-collector-controller",
-               "namespace-controller", "horizontal-pod-autoscaler-controller")
+               "namespace-controller", "horizontal-pod-autoscaler-controller",
+               "disruption-controller")
 # The front proxy's client certificate: the API server presents it when it proxies a request
 # to an aggregated API (an APIService), with the caller in X-Remote-User/-Group headers.
 FRONT_PROXY_CLIENT = "front-proxy-client"

@@ -258,7 +258,9 @@ class Environment:
         except urllib.error.HTTPError as err:
             return err.code, err.read().decode()
 
-    def start_reconciler(self, ready_timeout: float = 60) -> None:
+    def start_reconciler(self, ready_timeout: float = 60, extra_args: Sequence[str] = ()) -> None:
+        """`reconcile` running and holding its Lease (nothing if it runs already);
+        `extra_args` are further flags of `reconcile`."""
         if self.reconciler is not None and self.reconciler.alive():
             return
         home = self.run_dir / "poolguard"
@@ -266,7 +268,7 @@ class Environment:
             PY, "-m", "webhook", "reconcile",
             "--kubeconfig", str(home / "poolguard-reconciler.kubeconfig"),
             "--policy", str(self.policy_file), "--policy-configmap", POLICY_CONFIGMAP,
-            "--metrics-port", str(free_port())],
+            "--metrics-port", str(free_port()), *extra_args],
             env={"POD_NAMESPACE": "poolguard", "POD_NAME": "e2e-reconciler"})
 
         def leading() -> bool:

@@ -45,6 +45,7 @@ status=0
     tests/e2e/test_scenarios.py tests/e2e/test_policy_guard.py \
     tests/e2e/test_consolidation.py tests/e2e/test_controllers.py \
     tests/e2e/test_hpa.py tests/e2e/test_leaderworkerset.py tests/e2e/test_fake_kubelet.py \
+    tests/e2e/test_rebalance.py \
     tests/e2e/test_argo_rollouts.py tests/e2e/test_cloneset.py \
     tests/e2e/test_differential.py tests/e2e/test_differential_lws.py \
     tests/e2e/test_differential_rollouts.py tests/e2e/test_differential_cloneset.py \

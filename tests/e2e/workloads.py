@@ -268,7 +268,8 @@ def active_pods(env: Environment, namespace: str) -> dict[str, dict[str, Any]]:
 class PodRecorder:
     """Every version of every pod in a namespace, in watch order (list + watch)."""
 
-    def __init__(self, env: Environment, namespace: str) -> None:
+    def __init__(self, env: Environment, namespace: str, timeout: int = 120) -> None:
+        """Records for up to `timeout` seconds (the watch's own end)."""
         self.core = client.CoreV1Api(env.api)
         self.namespace = namespace
         self.versions: list[dict[str, Any]] = []
@@ -276,9 +277,11 @@ class PodRecorder:
         listed = json.loads(self.core.list_namespaced_pod(
             namespace, _preload_content=False).data)
         self.versions.extend(listed["items"])
+        self.listed = len(listed["items"])  # the first versions: the pods as listed
         self._response = self.core.list_namespaced_pod(
             namespace, watch=True, resource_version=listed["metadata"]["resourceVersion"],
-            timeout_seconds=120, _preload_content=False, _request_timeout=(5, 180))
+            timeout_seconds=timeout, _preload_content=False,
+            _request_timeout=(5, timeout + 60))
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -292,6 +295,10 @@ class PodRecorder:
                     self.versions.append(event["object"])
         except Exception:  # closed by stop()
             return
+
+    def recording(self) -> bool:
+        """Is the watch still delivering (not ended by its timeout or an error)?"""
+        return self._thread.is_alive()
 
     def stop(self) -> None:
         """Stop recording (closing a response another thread reads blocks: the watch ends

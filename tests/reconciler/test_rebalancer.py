@@ -168,6 +168,24 @@ def test_a_budget_that_allows_no_disruption_is_a_wait(cluster) -> None:
     assert evictions(api) == MOVING[:1]
 
 
+def test_a_refused_eviction_is_logged_with_the_budget_that_refused_it(
+        cluster, caplog: pytest.LogCaptureFixture) -> None:
+    api, client = cluster
+    api.put({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+             "metadata": {"name": "llm-serve-budget", "namespace": "ml"},
+             "spec": {"selector": {"matchLabels": {"app": "llm-serve"}}, "minAvailable": 7},
+             "status": {"disruptionsAllowed": 0}})
+    live = rebalancer(client, Clock(), Metrics())
+    caplog.set_level("INFO", logger="poolguard.rebalancer")
+    live.tick(POLICY)
+    live.tick(POLICY)
+    refused = [r.getMessage() for r in caplog.records if "will retry" in r.getMessage()]
+    assert len(refused) == 1, caplog.text
+    assert f"evicting ml/{MOVING[0]}" in refused[0]
+    assert "would violate the pod's disruption budget" in refused[0]
+    assert "The disruption budget llm-serve-budget needs more healthy pods" in refused[0]
+
+
 def test_a_batch_a_budget_keeps_from_emptying_is_abandoned_in_time(cluster) -> None:
     api, client = cluster
     api.put({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",

@@ -227,8 +227,9 @@ class Rebalancer:
         except ApiError as err:
             result = "blocked" if err.status == TOO_MANY_REQUESTS else "failed"
             self.metrics.rebalance_moves.labels(result).inc()
+            # the causes name the budget and its healthy pods: the reason a person acts on
             log.info("rebalance: evicting %s/%s: %s (will retry)", mover.namespace,
-                     mover.name, err.message)
+                     mover.name, " ".join((err.message, *err.causes)))
             return
         except (urllib3.exceptions.HTTPError, OSError) as err:
             self.metrics.rebalance_moves.labels("failed").inc()
