@@ -42,6 +42,7 @@ from .plan_audit import audit_workloads, render_audit
 from .plan_document import build_plan, not_checked
 from .plan_html import render_html
 from .plan_lookup import current_replicas
+from .plan_rebalance import rebalance_html
 from .plan_text import render_text
 
 EXIT_DENIED = 3  # plan --fail-on-deny: the verdict denies
@@ -165,7 +166,7 @@ def run_plan(args: argparse.Namespace) -> int:
         if output_format == "json":
             text = json.dumps(documents[0] if len(documents) == 1 else documents, indent=2)
         elif output_format == "html":
-            text = render_html(documents[0])
+            text = render_html(documents[0], rebalance_html(view, policy))
         else:
             text = "\n\n".join(render_text(doc) for doc in documents)
     _write_output(text, output_file)

@@ -4,7 +4,8 @@ No script, no external fetch (a Content-Security-Policy forbids them): nodes gro
 by pool, each pod drawn on its node (unscheduled pods apart) and coloured by its fate,
 with its deletion cost and why it goes or might go; victims numbered in deletion order
 within their ReplicaSet; the verdict and the fix on top, the ReplicaSet split of a
-rollout, a LeaderWorkerSet's groups, and the nodes the scale-down frees.
+rollout, a LeaderWorkerSet's groups, and the nodes the scale-down frees. Last, for the
+cluster, the rebalance plan when it concerns the reader (`plan_rebalance`).
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ ul{margin:4px 0;padding-left:20px}
 """
 
 
-def render_html(document: Mapping[str, Any]) -> str:
-    """The whole page, as a string; nothing in it loads anything from anywhere."""
+def render_html(document: Mapping[str, Any], cluster: str = "") -> str:
+    """The whole page, as a string; nothing in it loads anything from anywhere. `cluster`:
+    a section about the cluster rather than the workload (the rebalance plan), drawn last."""
     workload, replicas = document["workload"], document["replicas"]
     title = (f"{workload['kind']} {workload['namespace']}/{workload['name']}: "
              f"{replicas['from']} \u2192 {replicas['to']} replicas")
@@ -76,6 +78,7 @@ def render_html(document: Mapping[str, Any]) -> str:
         frees_html(document),
         _unscheduled(document),
         _notes(document),
+        cluster,
         "</main></body></html>",
     ]
     return "\n".join(part for part in parts if part)
