@@ -193,10 +193,22 @@ def recover(env: Environment, namespace: str, rng: random.Random,
         if not sick:
             return
         for pod in sick:
-            name = pod["metadata"]["name"]
-            tolerating_deletion(env, namespace, name,
-                                lambda name=name: heal(env, namespace, name, rng))
+            _heal_unless_replaced(env, namespace, pod, rng)
     raise TimeoutError(f"{namespace}: pods still not healthy after {rounds} rounds")
+
+
+def _heal_unless_replaced(env: Environment, namespace: str, pod: Any,
+                          rng: random.Random) -> None:
+    """`heal` the pod; an API error is forgiven when it is gone, terminating or replaced by
+    a pod of the same name meanwhile (a StatefulSet's; the next round heals that one)."""
+    name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+    try:
+        heal(env, namespace, name, rng)
+    except ApiException:
+        current = env.api_get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+        if (current.get("kind") == "Pod" and current["metadata"]["uid"] == uid
+                and not current["metadata"].get("deletionTimestamp")):
+            raise
 
 
 def healed(pod: Any) -> bool:

@@ -178,7 +178,9 @@ class LwsState:
         built = time.monotonic()
         current = self.env.api_get(
             f"/apis/{API}/namespaces/{self.ns}/leaderworkersets/w")["spec"]["replicas"]
-        target = self.rng.randint(0, current - 1)
+        # During an update, mostly a count that keeps some groups: their fate is the question.
+        lowest = 1 if self.update != "steady" and current > 1 and self.rng.random() < 0.8 else 0
+        target = self.rng.randint(lowest, current - 1)
         how = self.rng.choice(["scale", "patch"])
         self.description += f" -> {target} by {how}"
         saved = self.out / f"seed-{self.seed}.state.json"
