@@ -175,12 +175,15 @@ def judge(env: Environment, document: Any, stalled: set[str],
     return Judged(problems + rules.problems, verdict.precision + rules.classes, rules)
 
 
-def needs_recovery(env: Environment, namespace: str, document: Any) -> bool:
-    """Can more go once every pod is healthy? Some pod is not Running and Ready, or plan
-    named pods that may go or wait (else what stalls is already the end)."""
+def needs_recovery(env: Environment, namespace: str, document: Any,
+                   min_ready_seconds: int = 0) -> bool:
+    """Can more go once every pod is healthy? Some pod is not Running and Ready, or not
+    yet available (Ready for less than `min_ready_seconds`), or plan named pods that may
+    go or wait (else what stalls is already the end)."""
     if document["possibleVictims"] or document.get("blocked"):
         return True
-    return any(not running_ready(p) for p in env.pods(namespace) if is_active(p))
+    return any(not _ready_for(p, min_ready_seconds) for p in env.pods(namespace)
+               if is_active(p))
 
 
 def recover(env: Environment, namespace: str, rng: random.Random,
@@ -212,12 +215,17 @@ def _heal_unless_replaced(env: Environment, namespace: str, pod: Any,
 
 
 def healed(pod: Any) -> bool:
-    """Running and Ready for longer than any minReadySeconds here (an hour and more)."""
+    """Running and Ready for longer than any minReadySeconds here (a day and more)."""
+    return _ready_for(pod, HEALED_FOR // 2)
+
+
+def _ready_for(pod: Any, seconds: int) -> bool:
+    """Running and Ready, for at least `seconds`."""
     if not running_ready(pod):
         return False
     ready = next(c for c in pod["status"]["conditions"] if c["type"] == "Ready")
     since = dt.datetime.fromisoformat(ready["lastTransitionTime"].replace("Z", "+00:00"))
-    return dt.datetime.now(dt.UTC) - since > dt.timedelta(seconds=HEALED_FOR / 2)
+    return dt.datetime.now(dt.UTC) - since >= dt.timedelta(seconds=seconds)
 
 
 def heal(env: Environment, namespace: str, name: str, rng: random.Random) -> None:

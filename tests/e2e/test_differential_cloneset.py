@@ -18,12 +18,12 @@ plan (`plan --workload clone/NS/c --output json`, run just before; tests/e2e/kru
 `predicted`, which also holds plan on the live cluster to plan on the state it saved) by
 tests/e2e/workloads.py `compare` on the pods deleted while the scale-down stalls (unready
 pods unready, new ones unscheduled): every deleted pod predicted, every certain victim
-deleted, no held pod deleted. When more can go (a pod not Running and Ready, possible
-victims or held pods), every pod is then healed round after round until the controller
-rests (tests/e2e/differential_run.py `recover`), and every pod deleted by then must have
-been a victim, possible victim or held pod. The verdict is judged on both observations
-(tests/e2e/rule_judge.py): a rule the real deletions broke that plan allowed is a missed
-denial, a mismatch.
+deleted, no held pod deleted. When more can go (a pod not Running and Ready or not yet
+available, possible victims or held pods), every pod is then healed round after round
+until the controller rests (tests/e2e/differential_run.py `recover`), and every pod deleted
+by then must have been a victim, possible victim or held pod. The verdict is judged on both
+observations (tests/e2e/rule_judge.py): a rule the real deletions broke that plan allowed
+is a missed denial, a mismatch.
 
 E2E_CLONESET_STATES (default 50), E2E_CLONESET_SEED (first seed, default 1),
 E2E_CLONESET_SEEDS (replay), E2E_PARALLEL (default 8). Failing seeds keep their state,
@@ -163,7 +163,7 @@ class CloneSetState:
         settle_after_scale(self.env, self.ns, "c")
         deleted = deleted_since(before, active_pods(self.env, self.ns))
         recovered = None
-        if needs_recovery(self.env, self.ns, document):
+        if needs_recovery(self.env, self.ns, document, self.min_ready):
             recover(self.env, self.ns, rng,
                     lambda: settle_after_scale(self.env, self.ns, "c", quiet=2.0), rounds=20)
             recovered = deleted_since(before, active_pods(self.env, self.ns))

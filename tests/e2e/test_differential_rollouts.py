@@ -15,11 +15,12 @@ unavailable pods and a rollout stops where the controller's rules stop it. Then 
 predicts the victims of a scale-down (saving the state it read), `kubectl scale rollout/w`
 performs it, the controllers come to rest, and the pods deleted while the scale-down
 stalls (new pods left unscheduled, unready ones unready) are compared (tests/e2e/workloads.py
-`compare`). When more can go (a pod not Running and Ready, possible victims), every pod is
-then healed round after round until the controllers rest (tests/e2e/differential_run.py
-`recover`), and every pod deleted by then must have been a victim or possible victim. The
-verdict is judged on both observations (tests/e2e/rule_judge.py): a rule the real deletions
-broke that plan allowed is a missed denial, a mismatch.
+`compare`). When more can go (a pod not Running and Ready or not yet available, possible
+victims), every pod is then healed round after round until the controllers rest
+(tests/e2e/differential_run.py `recover`), and every pod deleted by then must have been a
+victim or possible victim. The verdict is judged on both observations
+(tests/e2e/rule_judge.py): a rule the real deletions broke that plan allowed is a missed
+denial, a mismatch.
 
 E2E_ROLLOUT_STATES (default 50), E2E_ROLLOUT_SEED (first seed, default 1), E2E_PARALLEL
 (default 8); rerun seeds with E2E_ROLLOUT_SEEDS=N,M,... (tests/e2e/differential_run.py).
@@ -140,7 +141,7 @@ class RolloutState(differential.State):
         problems = self.resume_if_paused(before)
         deleted = set(before) - set(active_pods(self.env, self.ns))
         recovered = None
-        if needs_recovery(self.env, self.ns, document):
+        if needs_recovery(self.env, self.ns, document, self.min_ready):
             recover(self.env, self.ns, self.rng, self.settle, rounds=20)
             recovered = set(before) - set(active_pods(self.env, self.ns))
         self.description += (f" deleted={len(deleted)}"
