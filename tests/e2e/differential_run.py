@@ -29,7 +29,13 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.e2e.fake_kubelet import STRATEGIC, pod_status
 from tests.e2e.harness import Environment, is_active, node_names
-from tests.e2e.rule_judge import RuleJudgement, ScaleDownRules, judge_rules, per_kind
+from tests.e2e.rule_judge import (
+    MISSED_DENIAL,
+    RuleJudgement,
+    ScaleDownRules,
+    judge_rules,
+    per_kind,
+)
 from tests.e2e.workloads import bind, compare, precision_counts, running_ready
 
 POOL_WEIGHTS = {"inference": 4, "hybrid": 4, "training": 2}
@@ -103,8 +109,7 @@ def run_differential(env: Environment, name: str, make_state: MakeState, seeds: 
         "classes": dict(sorted(Counter(c for o in outcomes for c in o.classes).items())),
         "precision": precision_counts(o.classes for o in outcomes),
         "byKind": per_kind((o.kind, o.classes) for o in outcomes if not o.error),
-        "missedDenialSeeds": [o.seed for o in outcomes if any(
-            p.startswith("missed denial") for p in o.problems)],
+        "missedDenialSeeds": [o.seed for o in outcomes if MISSED_DENIAL in o.classes],
     }, indent=2))
     lines = [f"seed {o.seed} ({o.description}): {'; '.join(o.problems)} "
              f"({name}/seed-{o.seed}.json)" for o in mismatches]
