@@ -1,16 +1,18 @@
 """Print the e2e tier's summary from RUN_DIR/results.json and the differential runs'
 results (differential.json, differential-lws.json, differential-rollouts.json,
 differential-cloneset.json); exit 1 when a scenario did not pass, a differential wrote no
-results or a state mismatched.
+results or a state mismatched (a missed denial is a mismatch: tests/e2e/rule_judge.py).
 
-Under the line, each differential's precision (how often plan found a violation the real
-deletions did not commit, and how often it could name no pod that surely survives) and the
-classes of states the main differential covered."""
+Under the line, per kind, the denials where no real deletion broke a rule (over-denials)
+and the allowed scale-downs whose real deletions broke one (missed denials); each
+differential's precision (those, and how often plan could name no pod that surely
+survives); and the classes of states the main differential covered."""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,8 @@ def main(run_dir: Path) -> int:
     counts = "; ".join(f"{_label(label, run)}: {run['states']} states, "
                        f"{run['mismatches']} mismatches" for label, run in runs.items())
     print(f"e2e: {results['passed']}/{results['scenarios']} scenarios pass; {counts}")
+    for line in _per_kind(runs.values()):
+        print(line)
     for label, run in runs.items():
         for name, count in (run.get("precision") or {}).items():
             print(f"  {label} precision: {count:4d} of {run['states']}  {name}")
@@ -47,6 +51,24 @@ def main(run_dir: Path) -> int:
 def _label(label: str, run: dict[str, Any]) -> str:
     """The label, with the version of the real controller the run compared against."""
     return f"{label} (argo-rollouts {run['version']})" if run.get("version") else label
+
+
+def _per_kind(runs: Iterable[dict[str, Any]]) -> list[str]:
+    """Over-denials and missed denials per workload kind, over every differential run."""
+    kinds: dict[str, dict[str, int]] = {}
+    for run in runs:
+        for kind, counts in (run.get("byKind") or {}).items():
+            each = kinds.setdefault(kind, {})
+            for key, value in counts.items():
+                each[key] = each.get(key, 0) + value
+    if not kinds:
+        return []
+    return [f"  {what} per kind: " + ", ".join(
+        f"{kind} {counts[key]} of {counts['states']}" for kind, counts in kinds.items())
+        for what, key in (("over-denials (plan denied, the real deletions broke no rule)",
+                           "overDenials"),
+                          ("missed denials (plan allowed, the real deletions broke a rule)",
+                           "missedDenials"))]
 
 
 def _differential(path: Path) -> dict[str, Any]:

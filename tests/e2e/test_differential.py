@@ -18,7 +18,9 @@ deleted are compared:
          plan marked certain (not left to the controller's tie-break) was deleted, and no
          pod plan called blocked (a StatefulSet's condemned pod the controller waits
          before deleting) was deleted; a scale-down with blocked pods is watched for
-         STALL_MARGIN seconds more after the controller's deletions settled.
+         STALL_MARGIN seconds more after the controller's deletions settled; and no rule
+         plan allowed was broken by the real deletions (tests/e2e/rule_judge.py: a missed
+         denial).
 
 The class of each state (which kind, which rollout or StatefulSet situation, what plan
 predicted) is counted in RUN_DIR/differential.json and printed by tests/e2e/summary.py.
@@ -40,14 +42,13 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from tests.e2e.controlplane import wait_for
-from tests.e2e.differential_run import Outcome, keep_mismatch, run_differential, seeds
+from tests.e2e.differential_run import Outcome, judge, keep_mismatch, run_differential, seeds
 from tests.e2e.fake_kubelet import STRATEGIC, pod_status
 from tests.e2e.harness import COST_ANNOTATION, NODES, Environment, is_active, node_names
 from tests.e2e.workloads import (
     active_pods,
     apply,
     bind,
-    compare,
     deployment,
     pod_template,
     replica_sets,
@@ -352,14 +353,15 @@ class State:
         self.description += (f" [build {planned - started - (planned - built):.0f}s, plan "
                              f"{planned - built:.1f}s, scale {time.monotonic() - planned:.0f}s]")
         deleted = set(before) - set(active_pods(self.env, self.ns))
-        verdict = compare(document, deleted)
-        classes += self.predicted(document, target, deleted) + verdict.precision
-        if verdict.ok:
+        judged = judge(self.env, document, deleted)
+        classes += self.predicted(document, target, deleted) + judged.classes
+        if not judged.problems:
             saved.unlink(missing_ok=True)
         else:
             keep_mismatch(self.out, self.seed, self.description, document, deleted,
-                          verdict.problems)
-        return Outcome(self.seed, self.description, verdict.problems, classes=classes)
+                          judged.problems)
+        return Outcome(self.seed, self.description, judged.problems, classes=classes,
+                       kind=self.kind)
 
 
 def test_differential_plan_matches_the_real_controllers(env: Environment) -> None:

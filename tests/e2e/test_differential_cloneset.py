@@ -4,7 +4,10 @@ CloneSet controller (tests/e2e/kruise.py, kruise v1.8.0) deletes.
 For each seed, a random CloneSet is built in its own namespace: 2-8 pods, sometimes a second
 template revision that a partition keeps some pods from (the update runs with
 maxUnavailable 100% to finish quickly; the CloneSet's own maxUnavailable and
-minReadySeconds are set afterwards). The driver is its pods' scheduler and kubelet, as in
+minReadySeconds are set afterwards). In the class `below-count`, `scaleStrategy.maxUnavailable`
+is 1, a pod is turned not ready and another deleted, so the controller stays below its count
+(creation held back) or has an unscheduled replacement, and the scale-down names one or two
+pods in `scaleStrategy.podsToDelete`. The driver is its pods' scheduler and kubelet, as in
 tests/e2e/test_differential.py: each pod goes to a node of a random pool (through
 `pods/binding`, so poolguard's binding webhook sets its cost) or stays unscheduled, and is
 Running and Ready for seconds to days, Running and not ready, Pending or Unknown, with 0-2
@@ -13,8 +16,14 @@ restarts; some get a person's deletion cost. Then a scale-down to a random count
 `scaleStrategy.podsToDelete`), and the pods the controller deletes are compared with the
 plan (`plan --workload clone/NS/c --output json`, run just before; tests/e2e/kruise.py
 `predicted`, which also holds plan on the live cluster to plan on the state it saved) by
-tests/e2e/workloads.py `compare`:
-every deleted pod predicted, every certain victim deleted, no held pod deleted.
+tests/e2e/workloads.py `compare` on the pods deleted while the scale-down stalls (unready
+pods unready, new ones unscheduled): every deleted pod predicted, every certain victim
+deleted, no held pod deleted. When more can go (a pod not Running and Ready or not yet
+available, possible victims or held pods), every pod is then healed round after round
+until the controller rests (tests/e2e/differential_run.py `recover`), and every pod deleted
+by then must have been a victim, possible victim or held pod. The verdict is judged on both
+observations (tests/e2e/rule_judge.py): a rule the real deletions broke that plan allowed
+is a missed denial, a mismatch.
 
 E2E_CLONESET_STATES (default 50), E2E_CLONESET_SEED (first seed, default 1),
 E2E_CLONESET_SEEDS (replay), E2E_PARALLEL (default 8). Failing seeds keep their state,
@@ -32,13 +41,17 @@ from typing import Any
 
 from tests.e2e.differential_run import (
     Outcome,
+    judge,
     keep_mismatch,
+    needs_recovery,
     random_fate,
+    recover,
     run_differential,
     seeds,
     tolerating_deletion,
 )
-from tests.e2e.harness import COST_ANNOTATION, Environment
+from tests.e2e.fake_kubelet import STRATEGIC, pod_status
+from tests.e2e.harness import COST_ANNOTATION, Environment, is_active
 from tests.e2e.kruise import (
     CloneSetController,
     cloneset,
@@ -47,7 +60,7 @@ from tests.e2e.kruise import (
     settle_after_scale,
 )
 from tests.e2e.lws import deleted_since
-from tests.e2e.workloads import active_pods, apply, compare
+from tests.e2e.workloads import active_pods, apply
 
 
 class CloneSetState:
@@ -64,7 +77,9 @@ class CloneSetState:
         self.min_ready = rng.choice([0, 0, 0, 3600])
         self.unhealthy = rng.choice([0.0, 0.1, 0.3])
         self.by_hand = rng.choice([0.0, 0.0, 0.3])  # chance of a person's cost on a pod
-        self.description = (f"CloneSet replicas={self.replicas} revisions={self.revisions} "
+        self.below_count = rng.random() < 0.3
+        self.description = (f"CloneSet{' below-count' if self.below_count else ''} "
+                            f"replicas={self.replicas} revisions={self.revisions} "
                             f"partition={self.partition} maxUnavailable={self.max_unavailable} "
                             f"minReadySeconds={self.min_ready} unhealthy={self.unhealthy}")
 
@@ -81,8 +96,28 @@ class CloneSetState:
                   updated=self.replicas - self.partition)
         final = cloneset("c", self.replicas, revision=self.revisions, partition=self.partition,
                          max_unavailable=self.max_unavailable, min_ready_seconds=self.min_ready)
+        if self.below_count:
+            final["spec"]["scaleStrategy"]["maxUnavailable"] = 1
         apply(self.env, self.ns, final)
         drive(self.env, self.ns, "c", self.place, placed)
+        if self.below_count:
+            self.fall_below_count()
+
+    def fall_below_count(self) -> None:
+        """One pod turned not ready (its probe failing), another deleted: with
+        `scaleStrategy.maxUnavailable` 1 the controller holds the replacement back, or
+        creates it, and it stays unscheduled (the driver places no more pods)."""
+        pods = sorted(p["metadata"]["name"] for p in self.env.pods(self.ns) if is_active(p))
+        sick, gone = self.rng.sample(pods, 2)
+        pod = self.env.api_get(f"/api/v1/namespaces/{self.ns}/pods/{sick}")
+        if pod["spec"].get("nodeName"):
+            self.env.core.patch_namespaced_pod_status(
+                sick, self.ns, {"status": pod_status(pod, phase="Running", ready=False)},
+                _content_type=STRATEGIC)
+        self.env.kubectl("-n", self.ns, "delete", "pod", gone, "--grace-period=0", "--force",
+                         check=True)
+        self.description += f" not-ready={sick} deleted={gone}"
+        settle_after_scale(self.env, self.ns, "c", quiet=2.0)
 
     def place(self, pod: Mapping[str, Any]) -> None:
         name = pod["metadata"]["name"]
@@ -107,7 +142,11 @@ class CloneSetState:
         # replay reads the CloneSet with it); without it, plan on the live cluster and on
         # the state it saved must agree.
         beside: dict[str, Any] = {}
-        if how == "patch" and rng.random() < 0.3:
+        if self.below_count:  # named pods, ready or not, some maybe held back
+            how = "patch"
+            named = rng.sample(sorted(before), min(len(before), rng.choice([1, 2])))
+            beside["scaleStrategy"] = {"maxUnavailable": 1, "podsToDelete": named}
+        elif how == "patch" and rng.random() < 0.3:
             beside["scaleStrategy"] = {"podsToDelete": [rng.choice(sorted(before))]}
         self.description += f" -> {target} by {how} {beside.get('scaleStrategy', '')}"
         state = self.out / f"seed-{self.seed}.state.json"
@@ -123,17 +162,26 @@ class CloneSetState:
         assert done.code == 0, str(done)
         settle_after_scale(self.env, self.ns, "c")
         deleted = deleted_since(before, active_pods(self.env, self.ns))
+        recovered = None
+        if needs_recovery(self.env, self.ns, document, self.min_ready):
+            recover(self.env, self.ns, rng,
+                    lambda: settle_after_scale(self.env, self.ns, "c", quiet=2.0), rounds=20)
+            recovered = deleted_since(before, active_pods(self.env, self.ns))
         self.description += (
             f" victims={len(document['victims'])} blocked={len(document['blocked'])}"
-            f" deleted={len(deleted)} [build {built - started:.0f}s, plan and scale "
+            f" deleted={len(deleted)}"
+            + (f" recovered={len(recovered)}" if recovered is not None else "")
+            + f" [build {built - started:.0f}s, plan and scale "
             f"{time.monotonic() - predicted_at:.0f}s]")
-        verdict = compare(document, deleted)
-        if verdict.problems:
+        judged = judge(self.env, document, deleted, recovered)
+        if judged.problems:
             keep_mismatch(self.out, self.seed, self.description, document, deleted,
-                          verdict.problems)
+                          judged.problems, recovered)
         else:
             state.unlink(missing_ok=True)
-        return Outcome(self.seed, self.description, verdict.problems, classes=verdict.precision)
+        classes = [f"CloneSet{' below-count' if self.below_count else ''}", *judged.classes]
+        return Outcome(self.seed, self.description, judged.problems, classes=classes,
+                       kind="CloneSet")
 
 
 def test_differential_prediction_matches_the_real_cloneset_controller(

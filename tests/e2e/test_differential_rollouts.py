@@ -3,7 +3,9 @@ real Argo Rollouts controller (v1.10.2, tests/e2e/rollouts.py) and the real Repl
 controller delete.
 
 Each seed builds a random Rollout in its own namespace: canary (a setWeight step then a
-pause; maxSurge/maxUnavailable as counts or percentages; sometimes a third revision that
+pause, or, in the class `short-pause`, a setWeight step, a 1 s pause, a higher setWeight
+and an indefinite pause, so a scale that completes the first step lets the next one act
+seconds later; maxSurge/maxUnavailable as counts or percentages; sometimes a third revision that
 leaves an intermediate ReplicaSet; sometimes paused by the user, which halts the
 controller's scaling) or blue-green (active and preview, with previewReplicaCount
 sometimes; sometimes promoted, so the old active stays within its scale-down delay).
@@ -11,8 +13,14 @@ Its pods get the same random fates as in tests/e2e/test_differential.py (pools, 
 phases, readiness, ages, restarts, persons' costs), so new ReplicaSets often have
 unavailable pods and a rollout stops where the controller's rules stop it. Then `plan`
 predicts the victims of a scale-down (saving the state it read), `kubectl scale rollout/w`
-performs it, the controllers come to rest, and the deleted pods are compared
-(tests/e2e/workloads.py `compare`).
+performs it, the controllers come to rest, and the pods deleted while the scale-down
+stalls (new pods left unscheduled, unready ones unready) are compared (tests/e2e/workloads.py
+`compare`). When more can go (a pod not Running and Ready or not yet available, possible
+victims), every pod is then healed round after round until the controllers rest
+(tests/e2e/differential_run.py `recover`), and every pod deleted by then must have been a
+victim or possible victim. The verdict is judged on both observations
+(tests/e2e/rule_judge.py): a rule the real deletions broke that plan allowed is a missed
+denial, a mismatch.
 
 E2E_ROLLOUT_STATES (default 50), E2E_ROLLOUT_SEED (first seed, default 1), E2E_PARALLEL
 (default 8); rerun seeds with E2E_ROLLOUT_SEEDS=N,M,... (tests/e2e/differential_run.py).
@@ -27,7 +35,15 @@ from pathlib import Path
 from typing import Any
 
 import tests.e2e.test_differential as differential
-from tests.e2e.differential_run import Outcome, keep_mismatch, run_differential, seeds
+from tests.e2e.differential_run import (
+    Outcome,
+    judge,
+    keep_mismatch,
+    needs_recovery,
+    recover,
+    run_differential,
+    seeds,
+)
 from tests.e2e.harness import Environment
 from tests.e2e.rollouts import (
     VERSION,
@@ -37,7 +53,7 @@ from tests.e2e.rollouts import (
     wait_rollout_settled,
 )
 from tests.e2e.rollouts_manifests import blue_green_rollout, canary_rollout, services
-from tests.e2e.workloads import active_pods, apply, compare
+from tests.e2e.workloads import active_pods, apply
 from tests.e2e.workloads import plan as plan_json
 
 WEIGHTS = (10, 20, 25, 33, 50, 60, 75, 90)
@@ -62,11 +78,15 @@ class RolloutState(differential.State):
         self.preview = rng.randint(1, self.replicas) if rng.random() < 0.3 else None
         self.promote = (self.strategy == "blueGreen" and self.revisions > 1
                         and rng.random() < 0.4)
+        # A second setWeight above the first, after a 1 s pause (the class `short-pause`).
+        self.next_weight = (rng.choice([w for w in WEIGHTS if w > self.weight] or [100])
+                            if self.strategy == "canary" and rng.random() < 0.4 else None)
         self.description = (
             f"Rollout {self.strategy} replicas={self.replicas} revisions={self.revisions}"
             f" minReady={self.min_ready}"
             + (f" weight={self.weight} surge={self.surge} unavail={self.unavailable}"
-               f"{' user-paused' if self.user_paused else ''}"
+               + (f" short-pause next={self.next_weight}" if self.next_weight else "")
+               + f"{' user-paused' if self.user_paused else ''}"
                if self.strategy == "canary" else
                f" preview={self.preview}{' promoted' if self.promote else ''}"))
 
@@ -77,8 +97,11 @@ class RolloutState(differential.State):
                                       preview_replicas=self.preview,
                                       min_ready_seconds=self.min_ready)
         # the user's pause comes with a new revision: it holds the rollout mid-way
+        steps: list[dict[str, Any]] = [{"setWeight": self.weight}]
+        if self.next_weight:
+            steps += [{"pause": {"duration": 1}}, {"setWeight": self.next_weight}]
         return canary_rollout("w", self.replicas, template,
-                              steps=[{"setWeight": self.weight}, {"pause": {}}],
+                              steps=[*steps, {"pause": {}}],
                               max_surge=self.surge, max_unavailable=self.unavailable,
                               paused=self.user_paused and revision > 1,
                               min_ready_seconds=self.min_ready)
@@ -116,17 +139,25 @@ class RolloutState(differential.State):
         assert scaled.code == 0, str(scaled)
         self.settle()
         problems = self.resume_if_paused(before)
-        self.description += (f" [build {built - started:.0f}s, scale "
-                             f"{time.monotonic() - built:.0f}s]")
         deleted = set(before) - set(active_pods(self.env, self.ns))
-        verdict = compare(document, deleted)
-        verdict.problems[:0] = problems
-        if verdict.ok:
+        recovered = None
+        if needs_recovery(self.env, self.ns, document, self.min_ready):
+            recover(self.env, self.ns, self.rng, self.settle, rounds=20)
+            recovered = set(before) - set(active_pods(self.env, self.ns))
+        self.description += (f" deleted={len(deleted)}"
+                             + (f" recovered={len(recovered)}" if recovered is not None else "")
+                             + f" [build {built - started:.0f}s, scale "
+                             f"{time.monotonic() - built:.0f}s]")
+        judged = judge(self.env, document, deleted, recovered)
+        problems += judged.problems
+        if not problems:
             saved.unlink(missing_ok=True)
         else:
             keep_mismatch(self.out, self.seed, self.description, document, deleted,
-                          verdict.problems)
-        return Outcome(self.seed, self.description, verdict.problems, classes=verdict.precision)
+                          problems, recovered)
+        classes = [f"Rollout {self.strategy}{' short-pause' if self.next_weight else ''}",
+                   *judged.classes]
+        return Outcome(self.seed, self.description, problems, classes=classes, kind="Rollout")
 
 
     def resume_if_paused(self, before: dict[str, Any]) -> list[str]:

@@ -15,6 +15,7 @@ from kubernetes import client
 from tests.e2e.controlplane import wait_for
 from tests.e2e.fake_kubelet import MANUAL_LABEL
 from tests.e2e.harness import POOL_LABEL, Environment, is_active
+from tests.e2e.rule_judge import MISSED_DENIAL, OVER_DENIAL
 
 IMAGE = "registry.k8s.io/pause:3.10"  # never pulled: there is no kubelet
 
@@ -194,9 +195,8 @@ class PlanComparison:
     certain: set[str]
     problems: list[str] = field(default_factory=list)
     blocked: set[str] = field(default_factory=set)  # condemned, but the controller waits
-    # Precision (not failures): plan found a violation though the pods really deleted broke
-    # no rule; plan's victims and possible victims were every active pod of the workload.
-    denied_needlessly: bool = False
+    # Precision (not a failure): plan's victims and possible victims were every active pod
+    # of the workload (the verdict's precision is tests/e2e/rule_judge.py's).
     all_possible: bool = False
 
     @property
@@ -205,14 +205,13 @@ class PlanComparison:
 
     @property
     def precision(self) -> list[str]:
-        """The precision classes of this scale-down (PRECISION's names)."""
-        return [name for name, flag in zip(PRECISION, (self.denied_needlessly,
-                                                       self.all_possible), strict=True)
-                if flag]
+        """The precision classes of this scale-down's prediction (PRECISION's names)."""
+        return [ALL_POSSIBLE] if self.all_possible else []
 
 
-PRECISION = ("plan denied, the real deletions broke no rule",
-             "every active pod a victim or possible victim")
+ALL_POSSIBLE = "every active pod a victim or possible victim"
+# What the summary counts for each differential (the verdict's from the rule judge).
+PRECISION = (OVER_DENIAL, MISSED_DENIAL, ALL_POSSIBLE)
 
 
 def compare(document: Mapping[str, Any], deleted: set[str]) -> PlanComparison:
@@ -227,8 +226,6 @@ def compare(document: Mapping[str, Any], deleted: set[str]) -> PlanComparison:
     blocked = {b["name"] for b in document.get("blocked") or []}
     certain = {v["name"] for v in document["victims"] if v["certain"]}
     verdict = PlanComparison(deleted, victims, possible, certain, blocked=blocked)
-    verdict.denied_needlessly = bool(document["violations"]) and not _breaks_protected_last(
-        document, deleted)
     everyone = {p["name"] for p in document.get("pods") or []}
     verdict.all_possible = bool(possible) and everyone <= victims | possible
     unexpected = deleted - victims - possible - blocked
@@ -250,15 +247,6 @@ def precision_counts(classes: Iterable[Iterable[str]]) -> dict[str, int]:
             if name in counts:
                 counts[name] += 1
     return counts
-
-
-def _breaks_protected_last(document: Mapping[str, Any], deleted: set[str]) -> bool:
-    """Do the pods really deleted break protectedLast (a protected-pool pod gone while a
-    pod outside protected pools survives)? The e2e policy's only rule that deletions can
-    break (its minProtectedReplicas is 0)."""
-    pods = document.get("pods") or []
-    return (any(p["protected"] for p in pods if p["name"] in deleted)
-            and any(not p["protected"] for p in pods if p["name"] not in deleted))
 
 
 def active_pods(env: Environment, namespace: str) -> dict[str, dict[str, Any]]:
