@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.support import factories as f
 from tests.support.kubeapi import FakeKubeAPI, wait_until
@@ -16,9 +17,14 @@ from tests.support.reconcilers import FAST, client_for, fake_api
 from tests.support.reconcilers import running as run_service
 from webhook.cli.main import main
 from webhook.cluster.state import PolicyHolder
+from webhook.core.consolidation.node_rank import SLOTS
 from webhook.core.cost.deletion_cost import DELETION_COST_ANNOTATION as COST
 from webhook.core.cost.deletion_cost import MANAGED_COST_ANNOTATION as MARKER
 from webhook.core.cost.deletion_cost import POOL_ANNOTATION as POOL
+from webhook.core.cost.mutation import SET, CostDecision
+from webhook.core.policy.policy import Policy, default_policy, parse_policy
+from webhook.reconciler.brake import rewrites
+from webhook.reconciler.decide import PATCH, PodNeed
 from webhook.reconciler.options import Options
 
 FLAT = Path(FLAT_POLICY_FILE).read_text()
@@ -26,6 +32,7 @@ MISSPELT = FLAT.replace("name: inference", "name: inferense")
 NO_SUCH_LABEL = FLAT.replace("poolLabel: node.usage", "poolLabel: node.pool")
 LEASE_FLAGS = ["--lease-duration", "1", "--renew-deadline", "0.5", "--retry-period", "0.05"]
 CONFIGMAP = "poolguard/poolguard-policy"
+SHIPPED_POLICY = Path(__file__).resolve().parents[2] / "manifests" / "base" / "policy.yaml"
 
 
 def managed(name: str, node: str, cost: str, pool: str) -> dict:
@@ -135,3 +142,36 @@ def test_the_service_started_under_a_mistaken_policy_holds_and_says_why(api, tmp
         ("poolguard-policy", "RewritesHeld")]
     assert "4 of the 5 deletion costs it manages would be rewritten" in events[0]["message"]
     assert costs(api) == before
+
+
+def hybrid_need(policy: Policy, slot: int) -> tuple[dict, PodNeed]:
+    """A hybrid pod whose rank (node_rank) the reconciler would set to `slot` of the band,
+    the pod carrying a cost poolguard wrote under the shipped policy's band, in slot 3."""
+    shipped = default_policy().pool_by_name("hybrid")
+    pool = policy.pool_by_name("hybrid")
+    assert shipped is not None and pool is not None
+    spacing = shipped.band.width // SLOTS
+    before = str(shipped.band.low + 3 * spacing + TIE)
+    pod = managed("hyb", "hyb-1", before, "hybrid")
+    return pod, PodNeed(PATCH, decision=CostDecision(
+        SET, "hybrid", pool.band.low + slot * spacing + TIE))
+
+
+TIE = 12345  # the node's place inside each slot: a hash of its name
+
+
+def test_a_rank_moving_inside_the_band_is_not_a_rewrite():
+    policy = default_policy()
+    assert not rewrites(policy, *hybrid_need(policy, slot=5))
+
+
+def test_a_band_moved_by_the_pools_cost_is_a_rewrite():
+    """The old cost still lies inside the moved band; the node's place in its slot
+    does not."""
+    document = yaml.safe_load(Path(SHIPPED_POLICY).read_text())
+    document["pools"][1]["deletionCost"] = -200
+    policy = parse_policy(document)
+    pod, need = hybrid_need(policy, slot=3)
+    band = policy.pool_by_name("hybrid").band
+    assert band.low <= int(pod["metadata"]["annotations"][MARKER]) <= band.high
+    assert rewrites(policy, pod, need)

@@ -9,6 +9,9 @@ share (`--max-rewrite-percent`, default 20%, and at least one) of the costs it m
 rewrite, says why, and waits for the policy to be fixed or the rewrites to be confirmed by
 naming the policy's generation (`--accept-rewrites`, docs/reconciler.md). Not rewrites: a first cost
 (a pod poolguard never costed) and a rank moving inside its pool's band (consolidation).
+A rank move keeps the node's place inside its slot (node_rank's tie-break); a band that
+moved because the pool's `deletionCost` or `bandWidth` changed shifts it, so that is a
+rewrite, though the old cost may still lie inside the new band.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.consolidation.node_rank import SLOTS
+from ..core.consolidation.pool_bands import Band
 from ..core.cost.deletion_cost import MANAGED_COST_ANNOTATION, POOL_ANNOTATION
 from ..core.objects.kube import Obj, annotations_of
 from ..core.policy.policy import Policy
@@ -59,7 +64,17 @@ def rewrites(policy: Policy, pod: Obj, need: PodNeed) -> bool:
         before = int(annotations[MANAGED_COST_ANNOTATION])
     except ValueError:
         return True
-    return not (pool.consolidates and pool.band.low <= before <= pool.band.high)
+    after = need.decision.cost
+    return not (pool.consolidates and after is not None
+                and pool.band.low <= before <= pool.band.high
+                and same_node_place(pool.band, before, after))
+
+
+def same_node_place(band: Band, before: int, after: int) -> bool:
+    """Do two costs of `band` keep the node's tie-break (node_rank), as a rank move
+    does? A band moved by other than a whole number of slots does not."""
+    spacing = band.width // SLOTS
+    return spacing >= 1 and (before - band.low) % spacing == (after - band.low) % spacing
 
 
 @dataclass(frozen=True)
