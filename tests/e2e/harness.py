@@ -292,14 +292,18 @@ class Environment:
         if all(policy["scaleDown"].get(k) == v for k, v in scale_down.items()):
             return
         policy["scaleDown"].update(scale_down)
-        text = yaml.safe_dump(policy, sort_keys=False)
-        patch = json.dumps({"data": {"policy.yaml": text}})
-        self.kubectl("-n", "poolguard", "patch", "configmap", "poolguard-policy",
-                     "--type=merge", "-p", patch, check=True)
-        self.policy_file.write_text(text)
+        self.write_policy(yaml.safe_dump(policy, sort_keys=False))
         # Each serve worker re-reads a changed policy file at most 5 s after its last check
         # (Settings.policy_check_seconds); the reconciler follows the file likewise.
         time.sleep(6.0)
+
+    def write_policy(self, text: str) -> None:
+        """The policy ConfigMap's `policy.yaml` set to `text`, and the mounted file the
+        kubelet would sync from it (the processes read that file)."""
+        self.kubectl("-n", "poolguard", "patch", "configmap", "poolguard-policy",
+                     "--type=merge", "-p", json.dumps({"data": {"policy.yaml": text}}),
+                     check=True)
+        self.policy_file.write_text(text)
 
     # -- reading --
 

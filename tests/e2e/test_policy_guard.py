@@ -35,13 +35,6 @@ def enforce(env: Environment) -> Iterator[None]:
     yield
 
 
-def write_policy(env: Environment, text: str) -> None:
-    """The ConfigMap changed, and the file the kubelet would sync from it."""
-    env.kubectl("-n", "poolguard", "patch", "configmap", "poolguard-policy", "--type=merge",
-                "-p", json.dumps({"data": {"policy.yaml": text}}), check=True)
-    env.policy_file.write_text(text)
-
-
 def policy_events(env: Environment) -> list[dict[str, Any]]:
     listed = env.api_get("/api/v1/namespaces/poolguard/events")["items"]
     return [e for e in listed if e["involvedObject"]["kind"] == "ConfigMap"
@@ -74,7 +67,7 @@ def test_a_policy_naming_no_node_is_refused_and_the_last_good_one_enforced(
     good = env.policy_file.read_text()
     mistaken = yaml.safe_load(good)
     mistaken["poolLabel"] = "node.pool"
-    write_policy(env, yaml.safe_dump(mistaken, sort_keys=False))
+    env.write_policy(yaml.safe_dump(mistaken, sort_keys=False))
     try:
         def refused() -> str | None:
             return json.loads(env.webhook_get("/readyz")[1]).get("policyRefused")
@@ -95,7 +88,7 @@ def test_a_policy_naming_no_node_is_refused_and_the_last_good_one_enforced(
             ("Warning", "PolicyRefused", "poolguard-reconciler")}
         assert costs(env, ns) == before  # the reconciler rewrote no cost
     finally:
-        write_policy(env, good)
+        env.write_policy(good)
         wait_for("serve to take the good policy back",
                  lambda: "policyRefused" not in json.loads(env.webhook_get("/readyz")[1]),
                  timeout=30)
@@ -163,7 +156,7 @@ def test_a_real_re_pooling_is_held_until_confirmed_then_applied(env: Environment
         hybrid = next(p for p in repooled["pools"] if p["name"] == "hybrid")
         hybrid["deletionCost"] -= 100  # the whole band moves down
         text = yaml.safe_dump(repooled, sort_keys=False)
-        write_policy(env, text)
+        env.write_policy(text)
         held = wait_for("the RewritesHeld Event", lambda: next(
             (e for e in policy_events(env) if e["reason"] == "RewritesHeld"
              and generation(text) in e["message"]), None), timeout=30)
@@ -176,7 +169,7 @@ def test_a_real_re_pooling_is_held_until_confirmed_then_applied(env: Environment
         # The way back is a re-pooling too: confirmed the same way, so the next modules
         # find the shipped costs.
         env.stop_reconciler()
-        write_policy(env, good)
+        env.write_policy(good)
         confirm(env, good, BRAKED)
         env.stop_reconciler()
         if was_running:

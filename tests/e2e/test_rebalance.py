@@ -71,13 +71,7 @@ def set_rebalance(env: Environment, enabled: bool) -> None:
     reconciler follows the file)."""
     policy = yaml.safe_load(env.policy_file.read_text())
     policy["rebalance"] = {"enabled": enabled}
-    write_policy(env, yaml.safe_dump(policy, sort_keys=False))
-
-
-def write_policy(env: Environment, text: str) -> None:
-    env.kubectl("-n", "poolguard", "patch", "configmap", "poolguard-policy", "--type=merge",
-                "-p", json.dumps({"data": {"policy.yaml": text}}), check=True)
-    env.policy_file.write_text(text)
+    env.write_policy(yaml.safe_dump(policy, sort_keys=False))
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +90,7 @@ def rebalancer(env: Environment) -> Iterator[None]:
         env.stop_reconciler()  # a stopping leader abandons its batch and removes its taints
         for node in tainted(env):  # and if it died instead: the next modules need the nodes
             env.kubectl("taint", "nodes", node, f"{TAINT_KEY}:NoSchedule-", check=True)
-        write_policy(env, saved_policy)
+        env.write_policy(saved_policy)
         env.kubectl("delete", "--ignore-not-found", "-f", str(REBALANCE_RBAC), check=True)
         if was_running:
             env.start_reconciler()

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from ...objects.kube import name_of, namespace_of
 from ...policy.policy import Policy
+from ..freed_nodes import FreedNode
 from ..pod_cost import node_load
 from .node_choice import Candidate, Choice, choose_nodes
 from .overflow_pods import Classifier, Mover, PodView, Stayer, TargetNode
@@ -38,13 +39,6 @@ class Move:
 
     mover: Mover
     lands_on: str  # the node of `to_pool` the plan found room on (the scheduler decides)
-
-
-@dataclass(frozen=True)
-class FreedNode:
-    node: str
-    pool: str | None
-    gpus: int
 
 
 @dataclass
