@@ -23,6 +23,7 @@ from tests.e2e.rule_judge import (
     judge_rules,
     per_kind,
 )
+from tests.e2e.workloads import compare
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ScaleDownRules()
@@ -112,3 +113,19 @@ def test_the_summary_reports_both_per_kind_and_fails_on_a_missed_denial(
             "Deployment 6 of 15, LeaderWorkerSet 2 of 5") in out
     assert ("missed denials (plan allowed, the real deletions broke a rule) per kind: "
             f"Deployment 0 of 15, LeaderWorkerSet {missed} of 5") in out
+
+
+def _tied_specified_pods_document() -> dict[str, Any]:
+    """plan's document for two ready specified CloneSet pods tied for one ready slot."""
+    victim = {"name": "c-a", "certain": False}
+    return {"victims": [victim], "possibleVictims": ["c-b"], "pods": [],
+            "blocked": [{"name": "c-b", "waitingOn": "c-x"},
+                        {"name": "c-c", "waitingOn": "c-x"}]}
+
+
+def test_a_blocked_pod_plan_also_names_a_possible_victim_may_go_first() -> None:
+    # The controller's list order decides which tied pod takes the slot: either may go now.
+    assert compare(_tied_specified_pods_document(), {"c-b"}).problems == []
+    # A blocked pod that is no possible victim must still wait.
+    assert compare(_tied_specified_pods_document(), {"c-c"}).problems == [
+        "predicted blocked but deleted: ['c-c']"]
