@@ -9,9 +9,9 @@ from html import unescape
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.support.install import REPO
+from tests.support.rebalance_example import REBALANCE_STATE as STATE
+from tests.support.rebalance_example import with_home_tainted
 from webhook.cli.main import main
 from webhook.cli.plan_rebalance import TOP_REASONS, render_rebalance_html
 from webhook.cluster.state import EXAMPLE_STATE
@@ -19,7 +19,6 @@ from webhook.core.consolidation.rebalance.overflow_pods import Stayer
 from webhook.core.consolidation.rebalance.rebalance_plan import RebalancePlan
 from webhook.core.policy.policy import Policy
 
-STATE = REPO / "examples" / "rebalance-state.yaml"
 NOW = "2026-11-22T12:00:00Z"
 ENABLED_POLICY = ("pools:\n- {name: inference, deletionCost: 1000, protected: true}\n"
                   "- {name: hybrid, deletionCost: -100}\nrebalance: {enabled: true}\n")
@@ -83,12 +82,7 @@ def test_the_page_shows_the_moves_and_freed_nodes_the_rebalance_command_plans(
 
 
 def test_when_nothing_moves_the_page_says_so_and_why(tmp_path: Path) -> None:
-    state = yaml.safe_load(STATE.read_text())
-    for item in state["items"]:
-        if item["metadata"]["name"] == "gpu-inf-2":
-            item["spec"] = {"taints": [{"key": "maintenance", "effect": "NoSchedule"}]}
-    tainted = tmp_path / "state.yaml"
-    tainted.write_text(yaml.safe_dump(state))
+    tainted = with_home_tainted(tmp_path)
     policy = tmp_path / "policy.yaml"
     policy.write_text(ENABLED_POLICY)
     drawn = section(page(tmp_path, tainted, "deploy/ml/chat", "--policy", str(policy)))

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.install import PY, REPO, assert_one_line_error, run
+from tests.support.install import PY, assert_one_line_error, run
 from tests.support.kubeapi import FakeKubeAPI, items_of
+from tests.support.rebalance_example import REBALANCE_STATE as STATE
+from tests.support.rebalance_example import with_home_tainted
 from webhook.cli.main import main
 
-STATE = REPO / "examples" / "rebalance-state.yaml"
 LLM = "llm-serve-7d9f8c-"
 
 
@@ -57,12 +58,7 @@ def test_the_text_plan_says_why_each_pod_moves_or_stays(capsys) -> None:
 
 def test_with_the_room_tainted_away_nothing_moves_and_the_reason_is_shown(
         tmp_path: Path, capsys) -> None:
-    state = yaml.safe_load(STATE.read_text())
-    for item in state["items"]:
-        if item["metadata"]["name"] == "gpu-inf-2":
-            item["spec"] = {"taints": [{"key": "maintenance", "effect": "NoSchedule"}]}
-    tainted = tmp_path / "state.yaml"
-    tainted.write_text(yaml.safe_dump(state))
+    tainted = with_home_tainted(tmp_path)
     policy = tmp_path / "policy.yaml"
     policy.write_text("pools:\n- {name: inference, deletionCost: 1000, protected: true}\n"
                       "- {name: hybrid, deletionCost: -100}\nrebalance: {enabled: true}\n")
