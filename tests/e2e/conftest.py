@@ -17,12 +17,11 @@ from typing import Protocol, TypeVar
 import pytest
 
 from tests.e2e.controlplane import DEFAULT_BIN, ControlPlane
-from tests.e2e.harness import Environment, service_cidr
+from tests.e2e.harness import Environment, install_crds, service_cidr
 from tests.e2e.hpa import MetricsAPI, serve_metrics
 from tests.e2e.kruise import CloneSetController
-from tests.e2e.lws import LwsController, install_crds
-from tests.e2e.rollouts import RolloutsController
-from tests.e2e.rollouts import install_crds as install_rollouts_crds
+from tests.e2e.lws import LWS_MODULE, LwsController
+from tests.e2e.rollouts import ROLLOUTS_MODULE, RolloutsController
 
 RESULTS = "results.json"
 
@@ -68,8 +67,8 @@ def env() -> Iterator[Environment]:
         # Before poolguard starts: its cache reads LeaderWorkerSets and Rollouts from its
         # first list on (a CRD that appears later is picked up only at its next retry, a
         # minute on; tests/cluster covers that).
-        install_crds(environment)
-        install_rollouts_crds(environment)
+        install_crds(environment, LWS_MODULE)
+        install_crds(environment, ROLLOUTS_MODULE)
         environment.install_poolguard()
         yield environment
     finally:

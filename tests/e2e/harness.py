@@ -369,20 +369,45 @@ def _alive(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] != "Z"
 
 
-def install_module_crds(env: Environment, directory: Path, crd: str) -> None:
-    """The CRDs a controller's module ships in `directory`, applied server-side (some are
-    too large for the last-applied annotation; a minimal CRD another test made under the
-    same name is replaced), then until `crd` is Established. Again on a cluster that has
-    them: a no-op apply."""
+@dataclass(frozen=True)
+class ControllerModule:
+    """What a build script copied of another project's controller module into `directory`
+    beside the control plane's bin directory: its CRDs in `crds` (`crd`: the one whose
+    Established condition says they are served), its ClusterRole and more. A module whose
+    CRDs come with a controller `make e2e` builds beside the first tests names that `build`
+    and the `binary` it makes (`controller_binary`), waited for first."""
+
+    directory: str
+    crds: str
+    crd: str
+    build: str | None = None
+    binary: str = ""
+
+    def path(self, env: Environment) -> Path:
+        """The module's directory, once built; FileNotFoundError when it is not."""
+        path = env.plane.bin_dir.parent / self.directory
+        if self.build is not None:
+            controller_binary(env, self.build, path / self.binary)
+        if not (path / self.crds).is_dir():
+            raise FileNotFoundError(f"{path}: not built; run tests/e2e/build.sh (make e2e)")
+        return path
+
+
+def install_crds(env: Environment, module: ControllerModule) -> None:
+    """The CRDs a controller's module ships, applied server-side (some are too large for
+    the last-applied annotation; a minimal CRD another test made under the same name is
+    replaced), then until its `crd` is Established. Again on a cluster that has them: a
+    no-op apply."""
     env.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=e2e-crds",
-                "-f", str(directory), check=True)
+                "-f", str(module.path(env) / module.crds), check=True)
 
     def established() -> bool:  # `kubectl wait` fails while the status has no conditions
-        found = env.api_get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
+        found = env.api_get(
+            f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{module.crd}")
         return any(c["type"] == "Established" and c["status"] == "True"
                    for c in (found.get("status") or {}).get("conditions") or [])
 
-    wait_for(f"CRD {crd} to be established", established, timeout=60)
+    wait_for(f"CRD {module.crd} to be established", established, timeout=60)
 
 
 def cluster_role(path: Path, name: str | None = None) -> dict[str, Any]:

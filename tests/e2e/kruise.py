@@ -28,11 +28,11 @@ from typing import Any, TypeVar
 from tests.e2e.controlplane import Process, wait_for
 from tests.e2e.fake_kubelet import MANUAL_LABEL
 from tests.e2e.harness import (
+    ControllerModule,
     Environment,
     cluster_role,
-    controller_binary,
     controller_kubeconfig,
-    install_module_crds,
+    install_crds,
     is_active,
     start_controller,
     stop_controller,
@@ -47,19 +47,10 @@ ROLE = "e2e-kruise-manager-role"
 SCHEDULER = "e2e-driver"
 LIFECYCLE_LABEL = "lifecycle.apps.kruise.io/state"
 IMAGE = "registry.k8s.io/pause:3.10"
-
-
-def module_dir(env: Environment) -> Path:
-    """Where build_kruise.sh put the controller, the CRD and the ClusterRole, once built
-    (`make e2e` builds them beside the first tests: this waits for that build)."""
-    path = env.plane.bin_dir.parent / "kruise"
-    controller_binary(env, "kruise", path / "bin" / "cloneset-controller")
-    return path
-
-
-def install_crd(env: Environment) -> None:
-    """The module's CloneSet CRD, once per cluster."""
-    install_module_crds(env, module_dir(env) / "crd", CRD)
+# Where build_kruise.sh put the controller, the CloneSet CRD and the ClusterRole, once built
+# (`make e2e` builds them beside the first tests: the module's path waits for that build).
+KRUISE_MODULE = ControllerModule("kruise", crds="crd", crd=CRD, build="kruise",
+                                 binary="bin/cloneset-controller")
 
 
 @dataclass
@@ -74,14 +65,15 @@ class CloneSetController:
         return self.env.run_dir / "kruise"
 
     def start(self) -> None:
-        install_crd(self.env)
+        install_crds(self.env, KRUISE_MODULE)
         self.home.mkdir(exist_ok=True)
-        role = cluster_role(module_dir(self.env) / "rbac" / "role.yaml", ROLE)
+        module = KRUISE_MODULE.path(self.env)
+        role = cluster_role(module / "rbac" / "role.yaml", ROLE)
         kubeconfig = controller_kubeconfig(self.env, ACCOUNT, role, ROLE,
                                            self.home / "cloneset-controller.kubeconfig")
         self.process = start_controller(
             self.env, "cloneset-controller",
-            [str(module_dir(self.env) / "bin" / "cloneset-controller"), "--v=2"],
+            [str(module / KRUISE_MODULE.binary), "--v=2"],
             # its manager logs this once its informers synced and the reconciler runs
             lambda process: "Starting workers" in process.log.read_text(errors="replace"),
             what="the CloneSet controller's workers", timeout=120,

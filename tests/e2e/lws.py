@@ -30,10 +30,11 @@ import yaml
 from tests.e2e.controlplane import Process, free_port, wait_for
 from tests.e2e.harness import (
     PY,
+    ControllerModule,
     Environment,
     cluster_role,
     controller_kubeconfig,
-    install_module_crds,
+    install_crds,
     is_active,
     node_names,
     start_controller,
@@ -50,20 +51,9 @@ WORKER_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 SCHEDULER = "e2e-driver"
 ROLE = "e2e-lws-manager-role"
 WEBHOOKS = "e2e-lws"  # both configurations' names
-
-
-def module_dir(env: Environment) -> Path:
-    """Where build.sh copied the module's CRDs, ClusterRole and webhook manifests."""
-    path = env.plane.bin_dir.parent / "lws"
-    if not (path / "crd").is_dir():
-        raise FileNotFoundError(f"{path}: not built; run tests/e2e/build.sh (make e2e)")
-    return path
-
-
-def install_crds(env: Environment) -> None:
-    """The module's CRDs (LeaderWorkerSet and DisaggregatedSet: the manager watches both),
-    once per cluster."""
-    install_module_crds(env, module_dir(env) / "crd", CRD)
+# Where build.sh copied the module's CRDs (LeaderWorkerSet and DisaggregatedSet: the manager
+# watches both), ClusterRole and webhook manifests.
+LWS_MODULE = ControllerModule("lws", crds="crd", crd=CRD)
 
 
 @dataclass
@@ -80,9 +70,9 @@ class LwsController:
 
     def start(self) -> None:
         """RBAC, a token, certificates, the configuration; then the process, serving."""
-        install_crds(self.env)
+        install_crds(self.env, LWS_MODULE)
         self.home.mkdir(exist_ok=True)
-        role = cluster_role(module_dir(self.env) / "rbac" / "role.yaml", ROLE)
+        role = cluster_role(LWS_MODULE.path(self.env) / "rbac" / "role.yaml", ROLE)
         kubeconfig = controller_kubeconfig(self.env, ACCOUNT, role, ROLE,
                                            self.home / "lws-controller.kubeconfig")
         certs = self.home / "certs"
@@ -127,7 +117,7 @@ class LwsController:
         LWS pods as its config/webhook/*-patch.yaml do."""
         ca = base64.b64encode(ca_file.read_bytes()).decode()
         documents = [d for d in yaml.safe_load_all(
-            (module_dir(self.env) / "webhook" / "manifests.yaml").read_text()) if d]
+            (LWS_MODULE.path(self.env) / "webhook" / "manifests.yaml").read_text()) if d]
         for document in documents:
             document["metadata"] = {"name": WEBHOOKS}
             for hook in document["webhooks"]:

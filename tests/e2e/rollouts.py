@@ -30,11 +30,12 @@ from typing import Any
 
 from tests.e2e.controlplane import Process, free_port, wait_for
 from tests.e2e.harness import (
+    ControllerModule,
     Environment,
     cluster_role,
     controller_binary,
     controller_kubeconfig,
-    install_module_crds,
+    install_crds,
     start_controller,
     stop_controller,
 )
@@ -45,20 +46,11 @@ VERSION = "v1.10.2"
 ACCOUNT = ("argo-rollouts", "argo-rollouts")  # (namespace, ServiceAccount)
 ROLE = "argo-rollouts"  # the ClusterRoleBinding to the module's ClusterRole (manifests/role)
 CRD = f"rollouts.{GROUP}"
-
-
-def module_dir(env: Environment) -> Path:
-    """Where build_rollouts.sh put the binary, the CRDs and the ClusterRole."""
-    path = env.plane.bin_dir.parent / "argo-rollouts"
-    if not (path / "crds").is_dir():
-        raise FileNotFoundError(f"{path}: not built; run tests/e2e/build.sh (make e2e)")
-    return path
-
-
-def install_crds(env: Environment) -> None:
-    """The module's CRDs (Rollout, AnalysisRun, AnalysisTemplate, ClusterAnalysisTemplate,
-    Experiment: the controller's informers list them all), once per cluster."""
-    install_module_crds(env, module_dir(env) / "crds", CRD)
+# Where build_rollouts.sh put the binary, the CRDs (Rollout, AnalysisRun, AnalysisTemplate,
+# ClusterAnalysisTemplate, Experiment: the controller's informers list them all) and the
+# ClusterRole. `--manifests` copies the CRDs before the binary's build: they are installed
+# before poolguard starts.
+ROLLOUTS_MODULE = ControllerModule("argo-rollouts", crds="crds", crd=CRD)
 
 
 @dataclass
@@ -75,15 +67,15 @@ class RolloutsController:
 
     def start(self) -> None:
         """CRDs, RBAC and a token; then the process, until its health endpoint answers."""
-        install_crds(self.env)
+        install_crds(self.env, ROLLOUTS_MODULE)
         self.home.mkdir(exist_ok=True)
-        role = cluster_role(module_dir(self.env) / "role" / "argo-rollouts-clusterrole.yaml")
+        module = ROLLOUTS_MODULE.path(self.env)
+        role = cluster_role(module / "role" / "argo-rollouts-clusterrole.yaml")
         kubeconfig = controller_kubeconfig(self.env, ACCOUNT, role, ROLE,
                                            self.home / "rollouts-controller.kubeconfig")
         self.healthz_port = free_port()
         namespace, _ = ACCOUNT
-        binary = controller_binary(self.env, "rollouts",
-                                   module_dir(self.env) / "rollouts-controller")
+        binary = controller_binary(self.env, "rollouts", module / "rollouts-controller")
         self.process = start_controller(
             self.env, "rollouts-controller",
             [str(binary), f"--kubeconfig={kubeconfig}", "--leader-elect=false",

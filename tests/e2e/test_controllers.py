@@ -22,8 +22,8 @@ from kubernetes import client
 from tests.e2e import lws
 from tests.e2e.controlplane import kubeconfig_text, wait_for
 from tests.e2e.fake_kubelet import STRATEGIC, pod_status
-from tests.e2e.harness import COST_ANNOTATION, Environment, api_client, is_active
-from tests.e2e.rollouts import install_crds as install_rollouts_crds
+from tests.e2e.harness import COST_ANNOTATION, Environment, api_client, install_crds, is_active
+from tests.e2e.rollouts import ROLLOUTS_MODULE
 from tests.e2e.workloads import (
     apply,
     deployment,
@@ -49,34 +49,16 @@ def enforce(env: Environment) -> Iterator[None]:
     yield
 
 
-def _crd(group: str, version: str, kind: str, plural: str) -> dict[str, Any]:
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": f"{plural}.{group}"},
-            "spec": {"group": group, "scope": "Namespaced",
-                     "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
-                     "versions": [{"name": version, "served": True, "storage": True,
-                                   "schema": {"openAPIV3Schema": {
-                                       "type": "object",
-                                       "x-kubernetes-preserve-unknown-fields": True}}}]}}
-
-
 @pytest.fixture(scope="module")
 def owner_kinds(env: Environment) -> None:
-    """The owners' CRDs: the real Rollout CRD; minimal ones for the others, unless a real
-    install (or another test) made them already."""
-    install_rollouts_crds(env)
-    for name, (group, version, kind, plural) in OWNER_KINDS.items():
-        if env.kubectl("get", "crd", name).code != 0:
-            env.kubectl("create", "-f", "-", stdin=json.dumps(
-                _crd(group, version, kind, plural)), check=True)
-        env.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s",
-                    check=True)
+    """The owners' CRDs: the real Rollout CRD (installed once per cluster)."""
+    install_crds(env, ROLLOUTS_MODULE)
 
 
 @pytest.fixture(scope="module")
 def lws_kind(env: Environment) -> None:
     """The real LeaderWorkerSet CRD (installed once per cluster)."""
-    lws.install_crds(env)
+    install_crds(env, lws.LWS_MODULE)
 
 
 def lws_owner(env: Environment, ns: str, name: str) -> dict[str, Any]:

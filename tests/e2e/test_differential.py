@@ -35,18 +35,16 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from tests.e2e.controlplane import wait_for
-from tests.e2e.differential_run import Outcome, judge, keep_mismatch, run_differential, seeds
+from tests.e2e.differential_run import run_differential, seeds, tolerating_deletion
+from tests.e2e.differential_state import PLACED, DifferentialState
 from tests.e2e.fake_kubelet import STRATEGIC, pod_status
 from tests.e2e.harness import COST_ANNOTATION, NODES, Environment, is_active, node_names
 from tests.e2e.workloads import (
-    active_pods,
     apply,
     bind,
     deployment,
@@ -57,10 +55,8 @@ from tests.e2e.workloads import (
     statefulset,
     wait_settled,
 )
-from tests.e2e.workloads import plan as plan_json
 
 SCHEDULER = "e2e-driver"
-PLACED = "e2e.poolguard.dev/placed"  # the driver has decided this pod's fate
 AGES = (3, 20, 90, 600, 3600, 5 * 3600, 86400, 3 * 86400)  # seconds ready
 POOL_WEIGHTS = {"inference": 4, "hybrid": 4, "training": 2}
 MIN_READY = 1800  # seconds; between AGES' 600 and 3600 with their +-20%
@@ -77,17 +73,71 @@ UNHEALTHY = {"Pending": ("Pending", False), "NotReady": ("Running", False),
 STALL_MARGIN = 10.0
 
 
-class State:
-    """One random state in namespace diff-SEED, driven to a settled cluster."""
+def draw_workload(rng: random.Random) -> tuple[str, int, bool]:
+    """A state's first draws: its kind, replicas and whether its pods have a sidecar."""
+    kind = rng.choices(["Deployment", "ReplicaSet", "StatefulSet"], [6, 2, 3])[0]
+    replicas = rng.randint(2, 10 if kind != "StatefulSet" else 7)
+    return kind, replicas, rng.random() < 0.3
+
+
+def revision_template(rng: random.Random, revision: int, sidecar: bool) -> dict[str, Any]:
+    """The pod template of a revision; sometimes with a cost (every pod of that revision)."""
+    annotations = {"e2e.poolguard.dev/revision": str(revision)}
+    if rng.random() < 0.1:
+        annotations[COST_ANNOTATION] = str(rng.choice([-50, 0, 50, 2000]))
+    return pod_template("w", manual=True, scheduler=SCHEDULER, sidecar=sidecar,
+                        annotations=annotations)
+
+
+def give_fate(env: Environment, namespace: str, name: str, rng: random.Random, *,
+              healthy: bool = False, person_cost: bool = True) -> None:
+    """Mark, bind and give a status to one pod (`healthy`: Running and Ready), with
+    (`person_cost`) sometimes a person's cost; a pod a controller deleted meanwhile (a
+    rollout scaling an old ReplicaSet down as others turn ready) is skipped, at whichever
+    of these steps its deletion shows (a 404, or a binding refused)."""
+    tolerating_deletion(env, namespace, name,
+                        lambda: _give_fate(env, namespace, name, rng, healthy, person_cost))
+
+
+def _give_fate(env: Environment, namespace: str, name: str, rng: random.Random,
+               healthy: bool, person_cost: bool) -> None:
+    marks = {PLACED: "true"}
+    if rng.random() < 0.15 and person_cost:
+        marks[COST_ANNOTATION] = str(rng.choice([-1000, -100, -1, 0, 7, 1000, 5000]))
+    env.core.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": marks}})
+    if rng.random() < 0.08 and not healthy:
+        return  # left unscheduled (no node fits, say)
+    pool = rng.choices(list(POOL_WEIGHTS), list(POOL_WEIGHTS.values()))[0]
+    node = rng.choices(node_names(pool), [3, 2, 1][:NODES[pool]])[0]
+    bind(env, namespace, name, node)
+    bound = env.api_get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+    if bound.get("kind") != "Pod":  # a Status: deleted since the binding
+        return
+    phase = rng.choices(["Running", "Pending", "Unknown", "Failed"], [85, 8, 4, 3])[0]
+    ready = phase == "Running" and rng.random() < 0.8
+    if healthy:
+        phase, ready = "Running", True
+    now = dt.datetime.now(dt.UTC)
+    ready_for = rng.choice(AGES) * rng.uniform(0.8, 1.2)
+    status = pod_status(
+        bound, phase=phase, ready=ready,
+        ready_since=now - dt.timedelta(seconds=ready_for),
+        started=now - dt.timedelta(seconds=ready_for + 5),
+        restarts=rng.choice([0, 0, 0, 1, 2, 7]),
+        sidecar_restarts=rng.choice([0, 0, 1, 3]))
+    env.core.patch_namespaced_pod_status(name, namespace, {"status": status},
+                                         _content_type=STRATEGIC)
+
+
+class State(DifferentialState):
+    """One random Deployment, ReplicaSet or StatefulSet in namespace diff-SEED."""
+
+    prefix = "diff"
+    stall_margin = STALL_MARGIN
 
     def __init__(self, env: Environment, seed: int, out: Path) -> None:
-        self.env, self.seed, self.out = env, seed, out
-        self.rng = random.Random(seed)
-        self.ns = f"diff-{seed}"
-        self.kind = self.rng.choices(["Deployment", "ReplicaSet", "StatefulSet"],
-                                     [6, 2, 3])[0]
-        self.replicas = self.rng.randint(2, 10 if self.kind != "StatefulSet" else 7)
-        self.sidecar = self.rng.random() < 0.3
+        super().__init__(env, seed, out)
+        self.kind, self.replicas, self.sidecar = draw_workload(self.rng)
         self.description = f"{self.kind} replicas={self.replicas}"
         self.policy, self.start = "", 0  # a StatefulSet's podManagementPolicy, ordinals.start
         self.paused = False
@@ -96,14 +146,9 @@ class State:
     # -- building --
 
     def template(self, revision: int) -> dict[str, Any]:
-        annotations = {"e2e.poolguard.dev/revision": str(revision)}
-        if self.rng.random() < 0.1:  # a cost in the template: every pod of that revision
-            annotations[COST_ANNOTATION] = str(self.rng.choice([-50, 0, 50, 2000]))
-        return pod_template("w", manual=True, scheduler=SCHEDULER, sidecar=self.sidecar,
-                            annotations=annotations)
+        return revision_template(self.rng, revision, self.sidecar)
 
     def build(self) -> None:
-        self.env.new_namespace(self.ns, {"e2e.poolguard.dev/differential": "true"})
         rng = self.rng
         if self.kind == "ReplicaSet":
             apply(self.env, self.ns, replicaset("w", self.replicas, self.template(1)))
@@ -208,58 +253,9 @@ class State:
         wait_settled(self.env, self.ns, timeout=120,
                      quiet=(2.0 if self.kind == "StatefulSet" else 1.0) if quiet else 0.0)
 
-    def drive(self, rounds: int) -> None:
-        """Settle, then give every new pod its fate; `rounds` times."""
-        for _ in range(rounds):
-            self.settle(quiet=False)  # pods created later get their fate next round
-            fresh = [p for p in self.env.pods(self.ns)
-                     if PLACED not in (p["metadata"].get("annotations") or {})
-                     and not p["metadata"].get("deletionTimestamp")]
-            if not fresh:
-                return
-            for pod in fresh:
-                self.place(pod)
-
-    def place(self, pod: dict[str, Any], healthy: bool = False) -> None:
-        """Mark, bind and give a status to one pod; a pod a controller deleted meanwhile
-        (a rollout scaling an old ReplicaSet down as others turn ready) is skipped, at
-        whichever of these steps its deletion shows (a 404, or a binding refused)."""
-        name = pod["metadata"]["name"]
-        try:
-            self._place(name, healthy)
-        except ApiException:
-            current = self.env.api_get(f"/api/v1/namespaces/{self.ns}/pods/{name}")
-            if current.get("kind") == "Pod" and not current["metadata"].get("deletionTimestamp"):
-                raise
-
-    def _place(self, name: str, healthy: bool) -> None:
-        rng, core = self.rng, self.env.core
-        marks = {PLACED: "true"}
-        if rng.random() < 0.15 and self.kind != "StatefulSet":  # a person's cost
-            marks[COST_ANNOTATION] = str(rng.choice([-1000, -100, -1, 0, 7, 1000, 5000]))
-        core.patch_namespaced_pod(name, self.ns, {"metadata": {"annotations": marks}})
-        if rng.random() < 0.08 and not healthy:
-            return  # left unscheduled (no node fits, say)
-        pool = rng.choices(list(POOL_WEIGHTS), list(POOL_WEIGHTS.values()))[0]
-        node = rng.choices(node_names(pool), [3, 2, 1][:NODES[pool]])[0]
-        bind(self.env, self.ns, name, node)
-        bound = self.env.api_get(f"/api/v1/namespaces/{self.ns}/pods/{name}")
-        if bound.get("kind") != "Pod":  # a Status: deleted since the binding
-            return
-        phase = rng.choices(["Running", "Pending", "Unknown", "Failed"], [85, 8, 4, 3])[0]
-        ready = phase == "Running" and rng.random() < 0.8
-        if healthy:
-            phase, ready = "Running", True
-        now = dt.datetime.now(dt.UTC)
-        ready_for = rng.choice(AGES) * rng.uniform(0.8, 1.2)
-        status = pod_status(
-            bound, phase=phase, ready=ready,
-            ready_since=now - dt.timedelta(seconds=ready_for),
-            started=now - dt.timedelta(seconds=ready_for + 5),
-            restarts=rng.choice([0, 0, 0, 1, 2, 7]),
-            sidecar_restarts=rng.choice([0, 0, 1, 3]))
-        core.patch_namespaced_pod_status(name, self.ns, {"status": status},
-                                         _content_type=STRATEGIC)
+    def place(self, pod: Mapping[str, Any], healthy: bool = False) -> None:
+        give_fate(self.env, self.ns, pod["metadata"]["name"], self.rng, healthy=healthy,
+                  person_cost=self.kind != "StatefulSet")
 
     def new_replicaset_available(self) -> int | None:
         """The newest ReplicaSet's status.availableReplicas mid-rollout, else None."""
@@ -298,8 +294,8 @@ class State:
         return [f"Deployment mid-rollout {'paused' if self.paused else 'unpaused'}, new "
                 f"ReplicaSet {'with' if unavailable > 0 else 'without'} unavailable pods"]
 
-    def predicted(self, document: dict[str, Any], target: int, deleted: set[str]) -> list[str]:
-        """The classes of what plan predicted (and of what the controllers did with it)."""
+    def predicted(self, document: Mapping[str, Any], target: int,
+                  deleted: set[str]) -> list[str]:
         classes = []
         if any("availableReplicas may still count" in w for w in document["warnings"]):
             classes.append("Deployment stale-availability race predicted")
@@ -319,14 +315,12 @@ class State:
 
     # -- the experiment --
 
-    def run(self) -> Outcome:
-        started = time.monotonic()
-        self.build()
-        built = time.monotonic()
-        workload = {"Deployment": "deployment", "ReplicaSet": "replicaset",
-                    "StatefulSet": "statefulset"}[self.kind]
+    def workload_ref(self) -> str:
+        return f"{self.kind.lower()}/{self.ns}/w"
+
+    def choose_target(self) -> int:
         current = self.env.api_get(
-            f"/apis/apps/v1/namespaces/{self.ns}/{workload}s/w")["spec"]["replicas"]
+            f"/apis/apps/v1/namespaces/{self.ns}/{self.kind.lower()}s/w")["spec"]["replicas"]
         target = self.rng.randint(0, current - 1) if self.target is None else self.target
         available = self.new_replicaset_available()
         if available is not None and 0 < available < current and self.rng.random() < 0.75:
@@ -337,31 +331,10 @@ class State:
             # at full size).
             target = available
         self.description += f" -> {target}"
-        saved = self.out / f"seed-{self.seed}.state.json"
-        document = plan_json(self.env, f"{workload}/{self.ns}/w", target,
-                             "--save-state", str(saved))
-        planned = time.monotonic()
-        before = active_pods(self.env, self.ns)
-        classes = self.situation(target)
-        scaled = self.env.kubectl("-n", self.ns, "scale", f"{workload}/w",
-                                  f"--replicas={target}")
-        assert scaled.code == 0, str(scaled)
-        self.settle()
-        if document.get("blocked"):  # the controller waits: it must go on waiting
-            time.sleep(STALL_MARGIN)
-            self.settle()
-        self.description += (f" [build {planned - started - (planned - built):.0f}s, plan "
-                             f"{planned - built:.1f}s, scale {time.monotonic() - planned:.0f}s]")
-        deleted = set(before) - set(active_pods(self.env, self.ns))
-        judged = judge(self.env, document, deleted)
-        classes += self.predicted(document, target, deleted) + judged.classes
-        if not judged.problems:
-            saved.unlink(missing_ok=True)
-        else:
-            keep_mismatch(self.out, self.seed, self.description, document, deleted,
-                          judged.problems)
-        return Outcome(self.seed, self.description, judged.problems, classes=classes,
-                       kind=self.kind)
+        return target
+
+    def scale_command(self, target: int) -> list[str]:
+        return ["scale", f"{self.kind.lower()}/w", f"--replicas={target}"]
 
 
 def test_differential_plan_matches_the_real_controllers(env: Environment) -> None:

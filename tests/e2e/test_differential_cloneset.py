@@ -33,23 +33,12 @@ prediction and deletions in RUN_DIR/differential-cloneset/.
 from __future__ import annotations
 
 import json
-import random
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.differential_run import (
-    Outcome,
-    judge,
-    keep_mismatch,
-    needs_recovery,
-    random_fate,
-    recover,
-    run_differential,
-    seeds,
-    tolerating_deletion,
-)
+from tests.e2e.differential_run import random_fate, run_differential, seeds, tolerating_deletion
+from tests.e2e.differential_state import DifferentialState
 from tests.e2e.fake_kubelet import STRATEGIC, pod_status
 from tests.e2e.harness import COST_ANNOTATION, Environment, is_active
 from tests.e2e.kruise import (
@@ -63,13 +52,16 @@ from tests.e2e.lws import deleted_since
 from tests.e2e.workloads import active_pods, apply
 
 
-class CloneSetState:
-    """One random CloneSet in namespace csdiff-SEED, driven to a settled cluster."""
+class CloneSetState(DifferentialState):
+    """One random CloneSet `c` in namespace csdiff-SEED."""
+
+    prefix = "csdiff"
+    kind = "CloneSet"
+    recovery_rounds = 20
 
     def __init__(self, env: Environment, seed: int, out: Path) -> None:
-        self.env, self.seed, self.out = env, seed, out
-        rng = self.rng = random.Random(seed)
-        self.ns = f"csdiff-{seed}"
+        super().__init__(env, seed, out)
+        rng = self.rng
         self.replicas = rng.randint(2, 8)
         self.revisions = rng.choice([1, 1, 2])
         self.partition = rng.randint(0, self.replicas - 1) if self.revisions == 2 else 0
@@ -84,7 +76,6 @@ class CloneSetState:
                             f"minReadySeconds={self.min_ready} unhealthy={self.unhealthy}")
 
     def build(self) -> None:
-        self.env.new_namespace(self.ns, {"e2e.poolguard.dev/differential": "true"})
         placed: set[str] = set()
         apply(self.env, self.ns, cloneset("c", self.replicas, max_unavailable="100%"))
         drive(self.env, self.ns, "c", self.place, placed)
@@ -117,7 +108,14 @@ class CloneSetState:
         self.env.kubectl("-n", self.ns, "delete", "pod", gone, "--grace-period=0", "--force",
                          check=True)
         self.description += f" not-ready={sick} deleted={gone}"
-        settle_after_scale(self.env, self.ns, "c", quiet=2.0)
+        self.settle()
+
+    def settle(self, quiet: bool = True) -> None:
+        """Until the controller observed the spec and the pods stopped changing for 2 s."""
+        settle_after_scale(self.env, self.ns, "c", quiet=2.0 if quiet else 0.0)
+
+    def settle_scaled(self) -> None:
+        settle_after_scale(self.env, self.ns, "c")
 
     def place(self, pod: Mapping[str, Any]) -> None:
         name = pod["metadata"]["name"]
@@ -130,58 +128,46 @@ class CloneSetState:
 
         tolerating_deletion(self.env, self.ns, name, fate)
 
-    def run(self) -> Outcome:
-        started = time.monotonic()
-        self.build()
-        built = time.monotonic()
+    def choose_target(self) -> int:
+        """A random count, by `/scale` or a patch; what the request sets beside the
+        replicas (`beside`), which plan must be told of: the replay reads the CloneSet with
+        it (without it, plan on the live cluster and on the state it saved must agree)."""
         rng = self.rng
         target = rng.randint(0, self.replicas - 1)
-        how = rng.choice(["scale", "patch"])
-        before = active_pods(self.env, self.ns)
-        # What the request sets beside the replicas, which plan must be told of (the
-        # replay reads the CloneSet with it); without it, plan on the live cluster and on
-        # the state it saved must agree.
-        beside: dict[str, Any] = {}
+        self.how = rng.choice(["scale", "patch"])
+        self.before = active_pods(self.env, self.ns)
+        self.beside: dict[str, Any] = {}
         if self.below_count:  # named pods, ready or not, some maybe held back
-            how = "patch"
-            named = rng.sample(sorted(before), min(len(before), rng.choice([1, 2])))
-            beside["scaleStrategy"] = {"maxUnavailable": 1, "podsToDelete": named}
-        elif how == "patch" and rng.random() < 0.3:
-            beside["scaleStrategy"] = {"podsToDelete": [rng.choice(sorted(before))]}
-        self.description += f" -> {target} by {how} {beside.get('scaleStrategy', '')}"
-        state = self.out / f"seed-{self.seed}.state.json"
-        if how == "scale":
-            scale = ["scale", "clonesets.apps.kruise.io/c", f"--replicas={target}"]
-        else:
-            scale = ["patch", "clonesets.apps.kruise.io", "c", "--type=merge", "-p",
-                     json.dumps({"spec": {"replicas": target, **beside}})]
-        predicted_at = time.monotonic()
-        document, done = predicted(self.env, self.ns, "c", target,
-                                   lambda: self.env.kubectl("-n", self.ns, *scale), beside,
-                                   saved=state)
+            self.how = "patch"
+            named = rng.sample(sorted(self.before), min(len(self.before), rng.choice([1, 2])))
+            self.beside["scaleStrategy"] = {"maxUnavailable": 1, "podsToDelete": named}
+        elif self.how == "patch" and rng.random() < 0.3:
+            self.beside["scaleStrategy"] = {"podsToDelete": [rng.choice(sorted(self.before))]}
+        self.description += (f" -> {target} by {self.how} "
+                             f"{self.beside.get('scaleStrategy', '')}")
+        return target
+
+    def scale_command(self, target: int) -> list[str]:
+        if self.how == "scale":
+            return ["scale", "clonesets.apps.kruise.io/c", f"--replicas={target}"]
+        return ["patch", "clonesets.apps.kruise.io", "c", "--type=merge", "-p",
+                json.dumps({"spec": {"replicas": target, **self.beside}})]
+
+    def plan_and_scale(self, target: int, saved: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The prediction of tests/e2e/kruise.py `predicted` (plan just before the scale,
+        replayed on the state it saved after it), with the pods read before either."""
+        document, done = predicted(
+            self.env, self.ns, "c", target,
+            lambda: self.env.kubectl("-n", self.ns, *self.scale_command(target)), self.beside,
+            saved=saved)
         assert done.code == 0, str(done)
-        settle_after_scale(self.env, self.ns, "c")
-        deleted = deleted_since(before, active_pods(self.env, self.ns))
-        recovered = None
-        if needs_recovery(self.env, self.ns, document, self.min_ready):
-            recover(self.env, self.ns, rng,
-                    lambda: settle_after_scale(self.env, self.ns, "c", quiet=2.0), rounds=20)
-            recovered = deleted_since(before, active_pods(self.env, self.ns))
-        self.description += (
-            f" victims={len(document['victims'])} blocked={len(document['blocked'])}"
-            f" deleted={len(deleted)}"
-            + (f" recovered={len(recovered)}" if recovered is not None else "")
-            + f" [build {built - started:.0f}s, plan and scale "
-            f"{time.monotonic() - predicted_at:.0f}s]")
-        judged = judge(self.env, document, deleted, recovered)
-        if judged.problems:
-            keep_mismatch(self.out, self.seed, self.description, document, deleted,
-                          judged.problems, recovered)
-        else:
-            state.unlink(missing_ok=True)
-        classes = [f"CloneSet{' below-count' if self.below_count else ''}", *judged.classes]
-        return Outcome(self.seed, self.description, judged.problems, classes=classes,
-                       kind="CloneSet")
+        return document, self.before
+
+    def situation(self, target: int) -> list[str]:
+        return [f"CloneSet{' below-count' if self.below_count else ''}"]
+
+    def deleted(self, before: Mapping[str, Any]) -> set[str]:
+        return deleted_since(before, active_pods(self.env, self.ns))
 
 
 def test_differential_prediction_matches_the_real_cloneset_controller(

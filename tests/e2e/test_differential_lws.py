@@ -30,34 +30,18 @@ RUN_DIR/differential-lws/.
 from __future__ import annotations
 
 import json
-import random
-import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tests.e2e.controlplane import wait_for
-from tests.e2e.differential_run import (
-    Outcome,
-    judge,
-    keep_mismatch,
-    needs_recovery,
-    random_fate,
-    recover,
-    run_differential,
-    seeds,
-    tolerating_deletion,
-)
+from tests.e2e.differential_run import random_fate, run_differential, seeds, tolerating_deletion
+from tests.e2e.differential_state import PLACED, DifferentialState
 from tests.e2e.fake_kubelet import MANUAL_LABEL
 from tests.e2e.harness import Environment, is_active
 from tests.e2e.lws import API, LwsController, deleted_since, leader_worker_set, lws_template
-from tests.e2e.workloads import (
-    active_pods,
-    apply,
-    wait_settled,
-)
-from tests.e2e.workloads import plan as plan_json
+from tests.e2e.workloads import active_pods, apply, wait_settled
 
-PLACED = "e2e.poolguard.dev/placed"
 REVISION = "e2e.poolguard.dev/revision"
 # A state's update class: none, a plain update, an update whose replacements are mostly not
 # ready, a partition holding an update with maxSurge set.
@@ -67,15 +51,19 @@ CLASSES = {"steady": 4, "update": 2, "unready-update": 2, "partition-surge": 2}
 STALL_MARGIN = 5.0
 
 
-class LwsState:
-    """One random LeaderWorkerSet in namespace lwsdiff-SEED, driven to a settled cluster."""
+class LwsState(DifferentialState):
+    """One random LeaderWorkerSet in namespace lwsdiff-SEED."""
+
+    prefix = "lwsdiff"
+    kind = "LeaderWorkerSet"
+    stall_margin = STALL_MARGIN
+    recovery_rounds = 30
 
     def __init__(self, env: Environment, seed: int, out: Path) -> None:
-        self.env, self.seed, self.out = env, seed, out
-        rng = self.rng = random.Random(seed)
-        self.ns = f"lwsdiff-{seed}"
+        super().__init__(env, seed, out)
+        rng = self.rng
         self.replicas = rng.randint(2, 5)
-        self.size = rng.randint(1, 4)
+        self.size = self.pods_per_replica = rng.randint(1, 4)
         self.surge = rng.choice([0, 0, 1, 2])
         self.unavailable = rng.choice([1, 1, 2])
         self.startup = rng.choice(["LeaderCreated", "LeaderCreated", "LeaderReady"])
@@ -108,7 +96,6 @@ class LwsState:
     # -- building --
 
     def build(self) -> None:
-        self.env.new_namespace(self.ns, {"e2e.poolguard.dev/differential": "true"})
         for revision in range(1, self.revisions + 1):
             apply(self.env, self.ns, self.manifest(revision))
             self.drive(rounds=self.size + 3)
@@ -144,22 +131,10 @@ class LwsState:
                 return
         raise TimeoutError(f"{self.ns} never settled")
 
-    def drive(self, rounds: int) -> None:
-        """Settle, then give every new pod its fate; `rounds` times (each group's workers
-        appear only once its leader does)."""
-        for _ in range(rounds):
-            self.settle(quiet=False)
-            fresh = [p for p in self.env.pods(self.ns)
-                     if PLACED not in (p["metadata"].get("annotations") or {})
-                     and not p["metadata"].get("deletionTimestamp")]
-            if not fresh:
-                return
-            for pod in fresh:
-                self.place(pod["metadata"]["name"],
-                           (pod["metadata"].get("annotations") or {}).get(REVISION, "1"))
-
-    def place(self, name: str, revision: str = "1") -> None:
+    def place(self, pod: Mapping[str, Any]) -> None:
         """A new pod's random fate; a replacement of an `unready-update` mostly not ready."""
+        name = pod["metadata"]["name"]
+        revision = (pod["metadata"].get("annotations") or {}).get(REVISION, "1")
         unhealthy = (0.8 if self.update == "unready-update" and revision != "1"
                      else self.unhealthy)
 
@@ -172,52 +147,31 @@ class LwsState:
 
     # -- the experiment --
 
-    def run(self) -> Outcome:
-        started = time.monotonic()
-        self.build()
-        built = time.monotonic()
+    def choose_target(self) -> int:
         current = self.env.api_get(
             f"/apis/{API}/namespaces/{self.ns}/leaderworkersets/w")["spec"]["replicas"]
         # During an update, mostly a count that keeps some groups: their fate is the question.
         lowest = 1 if self.update != "steady" and current > 1 and self.rng.random() < 0.8 else 0
         target = self.rng.randint(lowest, current - 1)
-        how = self.rng.choice(["scale", "patch"])
-        self.description += f" -> {target} by {how}"
-        saved = self.out / f"seed-{self.seed}.state.json"
-        document = plan_json(self.env, f"lws/{self.ns}/w", target, "--save-state", str(saved))
-        planned = time.monotonic()
-        before = active_pods(self.env, self.ns)
-        if how == "scale":
-            done = self.env.kubectl("-n", self.ns, "scale", "leaderworkerset/w",
-                                    f"--replicas={target}")
-        else:
-            done = self.env.kubectl("-n", self.ns, "patch", "leaderworkerset", "w",
-                                    "--type=merge", "-p",
-                                    json.dumps({"spec": {"replicas": target}}))
-        assert done.code == 0, str(done)
-        self.settle()
-        if document.get("blocked"):  # the controller waits: it must go on waiting
-            time.sleep(STALL_MARGIN)
-            self.settle()
-        deleted = deleted_since(before, active_pods(self.env, self.ns))
-        recovered = None
-        if needs_recovery(self.env, self.ns, document):
-            recover(self.env, self.ns, self.rng, self.settle, rounds=30)
-            recovered = deleted_since(before, active_pods(self.env, self.ns))
-        self.description += (
-            f" victims={len(document['victims'])} blocked={len(document.get('blocked') or [])}"
-            f" deleted={len(deleted)}"
-            + (f" recovered={len(recovered)}" if recovered is not None else "")
-            + f" [build {built - started:.0f}s, plan "
-            f"{planned - built:.1f}s, scale {time.monotonic() - planned:.0f}s]")
-        judged = judge(self.env, document, deleted, recovered, pods_per_replica=self.size)
-        if judged.problems:
-            keep_mismatch(self.out, self.seed, self.description, document, deleted,
-                          judged.problems, recovered)
-        else:
-            saved.unlink(missing_ok=True)
-        return Outcome(self.seed, self.description, judged.problems,
-                       classes=[f"LWS {self.update}", *judged.classes], kind="LeaderWorkerSet")
+        self.how = self.rng.choice(["scale", "patch"])
+        self.description += f" -> {target} by {self.how}"
+        return target
+
+    def workload_ref(self) -> str:
+        return f"lws/{self.ns}/w"
+
+    def scale_command(self, target: int) -> list[str]:
+        if self.how == "scale":
+            return ["scale", "leaderworkerset/w", f"--replicas={target}"]
+        return ["patch", "leaderworkerset", "w", "--type=merge", "-p",
+                json.dumps({"spec": {"replicas": target}})]
+
+    def situation(self, target: int) -> list[str]:
+        return [f"LWS {self.update}"]
+
+    def deleted(self, before: Mapping[str, Any]) -> set[str]:
+        """By uid: a leader the StatefulSet controller replaced has its old name again."""
+        return deleted_since(before, active_pods(self.env, self.ns))
 
 
 def test_differential_plan_matches_the_real_lws_controller(

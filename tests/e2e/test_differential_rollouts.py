@@ -30,20 +30,12 @@ RUN_DIR/differential-rollouts/.
 
 from __future__ import annotations
 
-import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import tests.e2e.test_differential as differential
-from tests.e2e.differential_run import (
-    Outcome,
-    judge,
-    keep_mismatch,
-    needs_recovery,
-    recover,
-    run_differential,
-    seeds,
-)
+from tests.e2e.differential_run import run_differential, seeds
+from tests.e2e.differential_state import DifferentialState
 from tests.e2e.harness import Environment
 from tests.e2e.rollouts import (
     VERSION,
@@ -53,25 +45,31 @@ from tests.e2e.rollouts import (
     wait_rollout_settled,
 )
 from tests.e2e.rollouts_manifests import blue_green_rollout, canary_rollout, services
+from tests.e2e.test_differential import MIN_READY, draw_workload, give_fate, revision_template
 from tests.e2e.workloads import active_pods, apply
-from tests.e2e.workloads import plan as plan_json
 
 WEIGHTS = (10, 20, 25, 33, 50, 60, 75, 90)
 FENCEPOSTS = (0, 1, 2, "25%", "50%")
 
 
-class RolloutState(differential.State):
-    """One random Rollout in namespace diff-ro-SEED, driven to a settled cluster."""
+class RolloutState(DifferentialState):
+    """One random Rollout in namespace diff-ro-SEED, its pods given the main differential's
+    fates."""
+
+    prefix = "diff-ro"
+    kind = "Rollout"
+    recovery_rounds = 20
 
     def __init__(self, env: Environment, seed: int, out: Path) -> None:
         super().__init__(env, seed, out)
-        self.ns = f"diff-ro-{seed}"
-        self.kind = "Rollout"
+        # The main differential's first draws (its kind and count set aside), so that a
+        # seed builds the Rollout it always built.
+        _, _, self.sidecar = draw_workload(self.rng)
         self.strategy = self.rng.choice(["canary", "canary", "blueGreen"])
         self.replicas = self.rng.randint(2, 8)
         rng = self.rng
         self.revisions = rng.choice([1, 2, 2, 2, 3])
-        self.min_ready = rng.choice([0, 0, differential.MIN_READY])
+        self.min_ready = rng.choice([0, 0, MIN_READY])
         self.weight = rng.choice(WEIGHTS)
         self.surge, self.unavailable = rng.choice(FENCEPOSTS), rng.choice(FENCEPOSTS)
         self.user_paused = rng.random() < 0.2
@@ -91,7 +89,7 @@ class RolloutState(differential.State):
                f" preview={self.preview}{' promoted' if self.promote else ''}"))
 
     def manifest(self, revision: int) -> dict[str, Any]:
-        template = self.template(revision)
+        template = revision_template(self.rng, revision, self.sidecar)
         if self.strategy == "blueGreen":
             return blue_green_rollout("w", self.replicas, template, scale_down_delay=600,
                                       preview_replicas=self.preview,
@@ -107,7 +105,6 @@ class RolloutState(differential.State):
                               min_ready_seconds=self.min_ready)
 
     def build(self) -> None:
-        self.env.new_namespace(self.ns, {"e2e.poolguard.dev/differential": "true"})
         first = self.manifest(1)
         apply(self.env, self.ns, first,
               *(services(first) if self.strategy == "blueGreen" else []))
@@ -125,42 +122,25 @@ class RolloutState(differential.State):
         controller moved for a while (longer before plan reads and deletions count)."""
         wait_rollout_settled(self.env, self.ns, "w", timeout=180, quiet=2.0 if quiet else 0.5)
 
-    def run(self) -> Outcome:
-        started = time.monotonic()
-        self.build()
-        built = time.monotonic()
+    def place(self, pod: Mapping[str, Any]) -> None:
+        give_fate(self.env, self.ns, pod["metadata"]["name"], self.rng)
+
+    def choose_target(self) -> int:
         current = get_rollout(self.env, self.ns, "w")["spec"]["replicas"]
         target = self.rng.randint(0, current - 1)
         self.description += f" -> {target}"
-        saved = self.out / f"seed-{self.seed}.state.json"
-        document = plan_json(self.env, f"ro/{self.ns}/w", target, "--save-state", str(saved))
-        before = active_pods(self.env, self.ns)
-        scaled = self.env.kubectl("-n", self.ns, "scale", "rollout/w", f"--replicas={target}")
-        assert scaled.code == 0, str(scaled)
-        self.settle()
-        problems = self.resume_if_paused(before)
-        deleted = set(before) - set(active_pods(self.env, self.ns))
-        recovered = None
-        if needs_recovery(self.env, self.ns, document, self.min_ready):
-            recover(self.env, self.ns, self.rng, self.settle, rounds=20)
-            recovered = set(before) - set(active_pods(self.env, self.ns))
-        self.description += (f" deleted={len(deleted)}"
-                             + (f" recovered={len(recovered)}" if recovered is not None else "")
-                             + f" [build {built - started:.0f}s, scale "
-                             f"{time.monotonic() - built:.0f}s]")
-        judged = judge(self.env, document, deleted, recovered)
-        problems += judged.problems
-        if not problems:
-            saved.unlink(missing_ok=True)
-        else:
-            keep_mismatch(self.out, self.seed, self.description, document, deleted,
-                          problems, recovered)
-        classes = [f"Rollout {self.strategy}{' short-pause' if self.next_weight else ''}",
-                   *judged.classes]
-        return Outcome(self.seed, self.description, problems, classes=classes, kind="Rollout")
+        return target
 
+    def workload_ref(self) -> str:
+        return f"ro/{self.ns}/w"
 
-    def resume_if_paused(self, before: dict[str, Any]) -> list[str]:
+    def scale_command(self, target: int) -> list[str]:
+        return ["scale", "rollout/w", f"--replicas={target}"]
+
+    def situation(self, target: int) -> list[str]:
+        return [f"Rollout {self.strategy}{' short-pause' if self.next_weight else ''}"]
+
+    def after_scale(self, before: Mapping[str, Any]) -> list[str]:
         """A user-paused canary: the controller scales nothing (`haltProgress`) until the
         user resumes it, and `plan` predicts what it does then; so check that nothing
         went, resume, and let the comparison judge what goes after."""
