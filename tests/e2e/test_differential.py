@@ -40,7 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.controlplane import wait_for
-from tests.e2e.differential_run import run_differential, seeds, tolerating_deletion
+from tests.e2e.differential_run import (
+    POOL_WEIGHTS,
+    run_differential,
+    seeds,
+    tolerating_deletion,
+)
 from tests.e2e.differential_state import PLACED, DifferentialState
 from tests.e2e.fake_kubelet import STRATEGIC, pod_status
 from tests.e2e.harness import COST_ANNOTATION, NODES, Environment, is_active, node_names
@@ -58,7 +63,6 @@ from tests.e2e.workloads import (
 
 SCHEDULER = "e2e-driver"
 AGES = (3, 20, 90, 600, 3600, 5 * 3600, 86400, 3 * 86400)  # seconds ready
-POOL_WEIGHTS = {"inference": 4, "hybrid": 4, "training": 2}
 MIN_READY = 1800  # seconds; between AGES' 600 and 3600 with their +-20%
 # How a StatefulSet pod turns unhealthy: (phase, Ready condition). Unknown with Ready=True
 # is a node that stopped reporting: the controller reads only the Ready condition to find
