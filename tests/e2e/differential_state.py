@@ -2,6 +2,16 @@
 build a random workload in its own namespace, let `plan` predict a scale-down, perform it,
 and judge the prediction on the pods the real controllers delete.
 
+The pods deleted while the scale-down stalls (the pods as they were: unready ones unready,
+new ones unscheduled) are compared with plan (tests/e2e/workloads.py `compare`): every
+deleted pod a victim or possible victim, every certain victim deleted, no blocked pod (or
+held pod, or group) deleted. When more can go (a pod not Running and Ready or not yet
+available, possible victims or blocked pods), a kind's state with recovery then heals every
+pod round after round until the controllers rest (tests/e2e/differential_run.py
+`recover`), and every pod deleted by then must have been a victim, possible victim or
+blocked. The verdict is judged on both observations (tests/e2e/rule_judge.py): a rule the
+real deletions broke that plan allowed is a missed denial, a mismatch.
+
 `DifferentialState.run` is that experiment, in one order for every kind; a kind's state
 says how to build its workload and settle it, which scale-down to make and how, and what
 classes its state falls in:

@@ -15,15 +15,9 @@ restarts; some get a person's deletion cost. Then a scale-down to a random count
 `kubectl scale` (`clonesets/scale`) or a `spec.replicas` patch (sometimes naming a pod in
 `scaleStrategy.podsToDelete`), and the pods the controller deletes are compared with the
 plan (`plan --workload clone/NS/c --output json`, run just before; tests/e2e/kruise.py
-`predicted`, which also holds plan on the live cluster to plan on the state it saved) by
-tests/e2e/workloads.py `compare` on the pods deleted while the scale-down stalls (unready
-pods unready, new ones unscheduled): every deleted pod predicted, every certain victim
-deleted, no held pod deleted. When more can go (a pod not Running and Ready or not yet
-available, possible victims or held pods), every pod is then healed round after round
-until the controller rests (tests/e2e/differential_run.py `recover`), and every pod deleted
-by then must have been a victim, possible victim or held pod. The verdict is judged on both
-observations (tests/e2e/rule_judge.py): a rule the real deletions broke that plan allowed
-is a missed denial, a mismatch.
+`predicted`, which also holds plan on the live cluster to plan on the state it saved),
+and judged, while the scale-down stalls (no held pod deleted) and after recovery, as
+tests/e2e/differential_state.py says.
 
 E2E_CLONESET_STATES (default 50), E2E_CLONESET_SEED (first seed, default 1),
 E2E_CLONESET_SEEDS (replay), E2E_PARALLEL (default 8). Failing seeds keep their state,

@@ -12,15 +12,9 @@ tests/e2e/test_differential.py: each pod goes to a node of a random pool or stay
 unscheduled, and is Running and Ready, Running and not ready, Pending or Unknown (never
 restarted: a restart makes the LWS controller recreate the whole group, which the driver
 would then repeat forever). Then `plan --workload lws/NS/w` predicts a scale-down to a
-random count, through `kubectl scale` or a `spec.replicas` patch, and the pods really
-deleted while the scale-down stalls (the pods as they were, unready ones unready) are
-compared (tests/e2e/workloads.py `compare`): every deleted pod predicted, every certain
-victim deleted, the groups `plan` reports blocked left standing. When more can go (a pod
-not Running and Ready, possible victims or blocked groups), every pod is then healed round
-after round until the controller rests (tests/e2e/differential_run.py `recover`), and
-every pod deleted by then must have been a victim, possible victim or blocked. The verdict
-is judged on both observations (tests/e2e/rule_judge.py): a rule the real deletions broke
-that plan allowed is a missed denial, a mismatch.
+random count, through `kubectl scale` or a `spec.replicas` patch, and the deletions are
+compared and judged, while the scale-down stalls (the groups `plan` reports blocked left
+standing) and after recovery, as tests/e2e/differential_state.py says.
 
 E2E_LWS_STATES (default 50), E2E_LWS_SEED (first seed, default 1), E2E_LWS_SEEDS (replay),
 E2E_PARALLEL (default 8). Failing seeds keep their state, plan and deletions in

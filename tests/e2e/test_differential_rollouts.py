@@ -13,14 +13,9 @@ Its pods get the same random fates as in tests/e2e/test_differential.py (pools, 
 phases, readiness, ages, restarts, persons' costs), so new ReplicaSets often have
 unavailable pods and a rollout stops where the controller's rules stop it. Then `plan`
 predicts the victims of a scale-down (saving the state it read), `kubectl scale rollout/w`
-performs it, the controllers come to rest, and the pods deleted while the scale-down
-stalls (new pods left unscheduled, unready ones unready) are compared (tests/e2e/workloads.py
-`compare`). When more can go (a pod not Running and Ready or not yet available, possible
-victims), every pod is then healed round after round until the controllers rest
-(tests/e2e/differential_run.py `recover`), and every pod deleted by then must have been a
-victim or possible victim. The verdict is judged on both observations
-(tests/e2e/rule_judge.py): a rule the real deletions broke that plan allowed is a missed
-denial, a mismatch.
+performs it (a user-paused canary is resumed once nothing went meanwhile), and the
+deletions are compared and judged, while the scale-down stalls and after recovery, as
+tests/e2e/differential_state.py says.
 
 E2E_ROLLOUT_STATES (default 50), E2E_ROLLOUT_SEED (first seed, default 1), E2E_PARALLEL
 (default 8); rerun seeds with E2E_ROLLOUT_SEEDS=N,M,... (tests/e2e/differential_run.py).
