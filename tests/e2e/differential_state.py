@@ -56,7 +56,7 @@ NAMESPACE_LABELS = {"e2e.poolguard.dev/differential": "true"}
 
 
 class DifferentialState:
-    """One seed's random workload `w` in namespace PREFIX-SEED: built, scaled and judged
+    """One seed's random workload in namespace PREFIX-SEED: built, scaled and judged
     by `run`. A kind's state sets the class attributes and the hooks below."""
 
     prefix = ""  # the namespace's
