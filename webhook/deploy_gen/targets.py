@@ -8,7 +8,6 @@ the rebalancer's, which lists every kind as the rebalance overlay does.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from .render import helm_define, helm_lines, yaml_lines
@@ -52,12 +51,10 @@ def blocks() -> dict[str, dict[str, list[str]]]:
     }
 
 
-def schema_with_switches(schema: dict[str, Any],
-                         switches: Sequence[tuple[str, str]] | None = None) -> dict[str, Any]:
+def schema_with_switches(schema: dict[str, Any]) -> dict[str, Any]:
     """The chart's values schema with `scaleCheck.kinds` allowing exactly the switches."""
     kinds = schema["properties"]["scaleCheck"]["properties"]["kinds"]
-    kinds["properties"] = {switch: {"type": "boolean"}
-                           for switch, _ in (chart_switches() if switches is None else switches)}
+    kinds["properties"] = {switch: {"type": "boolean"} for switch, _ in chart_switches()}
     return schema
 
 
