@@ -13,7 +13,7 @@ SERVICE ?= poolguard-webhook
 .DEFAULT_GOAL := help
 include mk/install.mk
 include mk/chart.mk
-.PHONY: help install test lint e2e e2e-down bench run bench-core bench-server bench-reconciler bench-cache soak hey
+.PHONY: help install test lint generate e2e e2e-down bench run bench-core bench-server bench-reconciler bench-cache soak hey
 
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' \
@@ -35,6 +35,13 @@ test: $(STAMP) test-tools ## run lint and the whole test suite (gets helm and pr
 
 lint: $(STAMP) ## ruff on the code
 	$(PY) -m ruff check webhook certs tests bench
+
+# The deploy files' parts that follow from the workload-kind registry (webhook/core/kinds/
+# registry.py): each kind's webhook rules, its RBAC and the chart's scaleCheck.kinds switch,
+# between `begin`/`end` markers in manifests/ and charts/poolguard/ (webhook/deploy_gen/).
+# tests/deploy/test_generated.py fails until they are regenerated after a registry change.
+generate: $(STAMP) ## regenerate the kinds' webhook rules, RBAC and chart switches from the registry
+	$(PY) -m webhook.deploy_gen
 
 BENCH_RESULTS ?= .bench-results.jsonl
 bench: $(STAMP) ## all benchmarks, then every figure in one table with its bound or ratio

@@ -17,7 +17,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.deploy.test_chart import CHART, REPO, helm, render
+from tests.support.chart import CHART, REPO, helm, render
 from webhook.cli.policy import admission_policy_yaml
 from webhook.cluster.state import load_policy
 from webhook.core.cost.admission_policy import admission_policy_objects

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from certs import pki
-from tests.deploy.test_chart import CHART, find, render
+from tests.support.chart import CHART, find, render
 from tests.support.kubeapi import FakeKubeAPI
 
 NAMESPACE, SERVICE, SECRET = "gpu-guard", "guard", "guard-tls"

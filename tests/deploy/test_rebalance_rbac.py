@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.deploy.test_chart import KUBECTL, _normalize, kinds, kustomized, render
+from tests.support.chart import KUBECTL, _normalize, kinds, kustomized, render
 
 REBALANCER = {("ClusterRole", "poolguard-rebalancer"),
               ("ClusterRoleBinding", "poolguard-rebalancer")}

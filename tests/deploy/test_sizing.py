@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.deploy.test_chart import find, render
+from tests.support.chart import find, render
 from webhook.cluster.memory_budget import MIB, RECONCILER, SERVE, WARN_SHARE, check_memory
 
 REPO = Path(__file__).resolve().parents[2]

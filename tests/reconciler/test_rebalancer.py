@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.test_chart import kustomized
 from tests.deploy.test_rbac import used_permissions
 from tests.support import factories as f
+from tests.support.chart import kustomized
 from tests.support.kubeapi import FakeKubeAPI, items_of, wait_until
 from tests.support.reconcilers import FAST, client_for, running
 from webhook.cli.main import main

@@ -4,7 +4,7 @@ The schema is generated from the policy model; the chart's values.schema.json ca
 (so `helm install` refuses what `serve` would refuse at start), and the README documents
 the same fields. A policy is accepted by the schema exactly when the parser accepts it,
 except for the rules across fields, which the parser refuses and the chart's template
-checks (tests/deploy/test_chart.py).
+checks (tests/deploy/test_chart_values.py).
 """
 
 from __future__ import annotations
