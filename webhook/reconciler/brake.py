@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..core.consolidation.node_rank import SLOTS
 from ..core.consolidation.pool_bands import Band
-from ..core.cost.deletion_cost import MANAGED_COST_ANNOTATION, POOL_ANNOTATION
+from ..core.objects.deletion_cost import MANAGED_COST_ANNOTATION, POOL_ANNOTATION
 from ..core.objects.kube import Obj, annotations_of
 from ..core.policy.policy import Policy
 from .decide import PATCH, PodNeed

@@ -22,7 +22,7 @@ from webhook.core.consolidation.freed_nodes import what_victims_free
 from webhook.core.consolidation.node_occupancy import best_freed, freed_nodes, owner_of
 from webhook.core.consolidation.node_rank import SLOTS, node_tie_break
 from webhook.core.consolidation.pod_cost import node_load
-from webhook.core.cost.deletion_cost import DELETION_COST_ANNOTATION, MANAGED_COST_ANNOTATION
+from webhook.core.objects.deletion_cost import DELETION_COST_ANNOTATION, MANAGED_COST_ANNOTATION
 from webhook.core.policy.policy import default_policy, parse_policy
 from webhook.core.scale.predict import predict_scale
 from webhook.core.view.snapshot import Snapshot

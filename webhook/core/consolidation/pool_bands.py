@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..cost.deletion_cost import INT32_MIN
+from ..objects.deletion_cost import INT32_MIN
 
 CONSOLIDATE_NODES = "nodes"
 CONSOLIDATE_NONE = "none"

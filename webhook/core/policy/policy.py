@@ -24,8 +24,8 @@ from ..consolidation.pool_bands import (
     band_conflict,
     band_of,
 )
-from ..cost.deletion_cost import INT32_MAX, INT32_MIN
 from ..errors import InputError
+from ..objects.deletion_cost import INT32_MAX, INT32_MIN
 from ..objects.kube import labels_of
 from ..objects.selectors import LABEL_SELECTOR_SCHEMA, SelectorError, validate_selector
 from .rebalance_policy import RebalancePolicy, RebalancePolicyError, parse_rebalance
