@@ -50,6 +50,7 @@ def policy_keys(model: type) -> set[str]:
 
 
 def reject_unknown(mapping: Mapping[str, Any], known: set[str], source: str, prefix: str) -> None:
+    """Refuse the first key of `mapping` (in sorted order) that is not in `known`."""
     unknown = sorted(str(k) for k in mapping if k not in known)
     if unknown:
         raise PolicyError(f"{source}: {prefix}{unknown[0]}: unknown field "
@@ -57,6 +58,7 @@ def reject_unknown(mapping: Mapping[str, Any], known: set[str], source: str, pre
 
 
 def type_name(value: Any) -> str:
+    """What kind of YAML value `value` is, in words ("a list", "a number")."""
     return {list: "a list", str: "a string", int: "a number", float: "a number",
             bool: "a boolean", type(None): "an empty value"}.get(type(value),
                                                                   type(value).__name__)
