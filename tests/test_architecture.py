@@ -216,3 +216,23 @@ def test_sys_path_edits_are_seen() -> None:
     assert edits_sys_path("import sys\nsys.path[:0] = ['x']\n") == [2]
     assert edits_sys_path("import sys\nsys.path += ['x']\n") == [2]
     assert edits_sys_path("import sys\nprint(sys.path[0], sys.path.index('x'))\n") == []
+
+
+# The lowest core packages and the only core packages each may import: the objects read API
+# dicts and know nothing of poolguard; the policy is read by cost and consolidation, never
+# the reverse.
+LEAVES = {
+    "webhook.core.objects": ("webhook.core.objects", "webhook.core.errors"),
+    "webhook.core.policy": ("webhook.core.policy", "webhook.core.objects", "webhook.core.errors"),
+}
+
+
+@pytest.mark.parametrize("package", sorted(LEAVES))
+def test_the_low_core_packages_import_nothing_above_them(package: str) -> None:
+    allowed = LEAVES[package]
+    above = [f"{name}:{line} imports {target}"
+             for name in CORE if name == package or name.startswith(package + ".")
+             for target, line in imports_of(name)
+             if target.startswith("webhook.") and not any(
+                 target == low or target.startswith(low + ".") for low in allowed)]
+    assert above == []

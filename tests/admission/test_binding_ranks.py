@@ -20,7 +20,7 @@ from tests.support.policies import flat_policy
 from webhook.admission.app import respond
 from webhook.admission.handlers import Context, review_binding
 from webhook.admission.review import parse_review
-from webhook.core.cost.deletion_cost import DELETION_COST_ANNOTATION
+from webhook.core.objects.deletion_cost import DELETION_COST_ANNOTATION
 from webhook.core.policy.policy import default_policy
 from webhook.core.view.snapshot import Snapshot
 from webhook.reconciler.preview import preview

@@ -124,7 +124,7 @@ def test_hostile_annotation_values(client, value, key):
     check_answer(answer.status_code, answer.content_type, answer.data, body)
     if key == COST and answer.status_code == 200:
         response = answer.get_json()["response"]
-        from webhook.core.cost.deletion_cost import is_valid_deletion_cost
+        from webhook.core.objects.deletion_cost import is_valid_deletion_cost
         assert response["allowed"] is is_valid_deletion_cost(value)
 
 

@@ -15,13 +15,13 @@ from tests.support import reviews
 from tests.support.kubeapi import FakeKubeAPI
 from tests.support.serving import running_server
 from webhook.cluster.state import EXAMPLE_STATE
-from webhook.core.cost.deletion_cost import (
+from webhook.core.objects.deletion_cost import (
     DELETION_COST_ANNOTATION as COST,
 )
-from webhook.core.cost.deletion_cost import (
+from webhook.core.objects.deletion_cost import (
     MANAGED_COST_ANNOTATION as MANAGED,
 )
-from webhook.core.cost.deletion_cost import (
+from webhook.core.objects.deletion_cost import (
     POOL_ANNOTATION as POOL,
 )
 

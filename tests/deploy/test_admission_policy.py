@@ -21,12 +21,12 @@ from tests.support.chart import CHART, REPO, helm, render
 from webhook.cli.policy import admission_policy_yaml
 from webhook.cluster.state import load_policy
 from webhook.core.cost.admission_policy import admission_policy_objects
-from webhook.core.cost.deletion_cost import (
+from webhook.core.cost.mutation import decide_cost, pinned_pool
+from webhook.core.objects.deletion_cost import (
     DELETION_COST_ANNOTATION,
     MANAGED_COST_ANNOTATION,
     POOL_ANNOTATION,
 )
-from webhook.core.cost.mutation import decide_cost, pinned_pool
 from webhook.core.policy.policy import parse_policy
 
 COMPONENT = REPO / "manifests" / "components" / "admission-policy"

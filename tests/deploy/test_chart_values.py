@@ -166,7 +166,8 @@ def test_policy_rules_across_fields_stop_rendering_as_serve_stops_starting(
         tmp_path: Path, policy: dict[str, Any]) -> None:
     """What JSON Schema cannot say, the chart checks: the same policies that serve and
     `policy check` refuse, with the same field named."""
-    from webhook.core.policy.policy import PolicyError, parse_policy
+    from webhook.core.policy.policy import parse_policy
+    from webhook.core.policy.policy_field import PolicyError
     with pytest.raises(PolicyError) as refused:
         parse_policy(policy, source="policy")
     field = str(refused.value).split(": ")[1]

@@ -24,9 +24,10 @@ from tests.e2e.harness import (
     is_active,
 )
 from tests.e2e.workloads import apply, deployment, pod_template, wait_running, wait_settled
-from webhook.core.consolidation.node_rank import SLOTS, node_tie_break
-from webhook.core.cost.deletion_cost import MANAGED_COST_ANNOTATION, POOL_ANNOTATION
+from webhook.core.consolidation.node_rank import node_tie_break
+from webhook.core.objects.deletion_cost import MANAGED_COST_ANNOTATION, POOL_ANNOTATION
 from webhook.core.policy.policy import Policy, parse_policy
+from webhook.core.policy.pool_bands import SLOTS
 
 
 @pytest.fixture(scope="module", autouse=True)

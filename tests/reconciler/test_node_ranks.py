@@ -23,7 +23,7 @@ from tests.support.reconcilers import FAST as FAST_OPTIONS
 from tests.support.reconcilers import client_for, fake_api
 from tests.support.reconcilers import running as run_service
 from webhook.cli.main import main
-from webhook.core.cost.deletion_cost import DELETION_COST_ANNOTATION as COST
+from webhook.core.objects.deletion_cost import DELETION_COST_ANNOTATION as COST
 from webhook.core.policy.policy import default_policy
 from webhook.core.view.snapshot import Snapshot
 from webhook.reconciler.preview import preview

@@ -17,12 +17,12 @@ from tests.support.reconcilers import FAST, client_for, fake_api
 from tests.support.reconcilers import running as run_service
 from webhook.cli.main import main
 from webhook.cluster.state import PolicyHolder
-from webhook.core.consolidation.node_rank import SLOTS
-from webhook.core.cost.deletion_cost import DELETION_COST_ANNOTATION as COST
-from webhook.core.cost.deletion_cost import MANAGED_COST_ANNOTATION as MARKER
-from webhook.core.cost.deletion_cost import POOL_ANNOTATION as POOL
 from webhook.core.cost.mutation import SET, CostDecision
+from webhook.core.objects.deletion_cost import DELETION_COST_ANNOTATION as COST
+from webhook.core.objects.deletion_cost import MANAGED_COST_ANNOTATION as MARKER
+from webhook.core.objects.deletion_cost import POOL_ANNOTATION as POOL
 from webhook.core.policy.policy import Policy, default_policy, parse_policy
+from webhook.core.policy.pool_bands import SLOTS
 from webhook.reconciler.brake import rewrites
 from webhook.reconciler.decide import PATCH, PodNeed
 from webhook.reconciler.options import Options

@@ -31,7 +31,7 @@ from ..cluster.kubeclient import api_client_from, describe_error, request_json
 from ..cluster.state import parse_policy_text
 from ..core.kinds.registry import KIND_NAMES, KIND_SHORT_NAMES
 from ..core.kinds.registry import KINDS as REGISTRY
-from ..core.policy.policy import PolicyError
+from ..core.policy.policy_field import PolicyError
 from ..errors import ApiError, InputError, NotFoundError
 from .argtypes import OneLineErrors, add_version_flags
 

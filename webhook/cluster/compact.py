@@ -35,8 +35,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.cost.deletion_cost import DELETION_COST_ANNOTATION
 from ..core.kinds.registry import POD_CONDITIONS, POD_FIELDS
+from ..core.objects.deletion_cost import DELETION_COST_ANNOTATION
 
 POOLGUARD_PREFIX = "poolguard.dev/"
 _intern = sys.intern

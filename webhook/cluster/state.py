@@ -14,7 +14,8 @@ import yaml
 
 from ..core.kinds.registry import RESOURCES
 from ..core.objects.shape import ShapeError, check_object_shape
-from ..core.policy.policy import Policy, PolicyError, default_policy, parse_policy
+from ..core.policy.policy import Policy, default_policy, parse_policy
+from ..core.policy.policy_field import PolicyError
 from ..core.view.snapshot import Snapshot
 from ..errors import InputError
 from .fast_yaml import fast_documents

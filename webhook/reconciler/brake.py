@@ -22,11 +22,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.consolidation.node_rank import SLOTS
-from ..core.consolidation.pool_bands import Band
-from ..core.cost.deletion_cost import MANAGED_COST_ANNOTATION, POOL_ANNOTATION
+from ..core.objects.deletion_cost import MANAGED_COST_ANNOTATION, POOL_ANNOTATION
 from ..core.objects.kube import Obj, annotations_of
 from ..core.policy.policy import Policy
+from ..core.policy.pool_bands import SLOTS, Band
 from .decide import PATCH, PodNeed
 
 DEFAULT_SHARE = 0.2

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..core.consolidation.pod_cost import needs_load, view_node_load, wanted_cost
-from ..core.cost.deletion_cost import (
+from ..core.cost.mutation import KEEP, SET, UNCHANGED, CostDecision, decide_cost, is_governed
+from ..core.objects.deletion_cost import (
     DELETION_COST_ANNOTATION,
     MANAGED_COST_ANNOTATION,
     POOL_ANNOTATION,
     cost_set_by_hand,
 )
-from ..core.cost.mutation import KEEP, SET, UNCHANGED, CostDecision, decide_cost, is_governed
 from ..core.objects.kube import (
     Obj,
     annotations_of,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from ..core.cost.deletion_cost import DELETION_COST_ANNOTATION, deletion_cost_of
+from ..core.objects.deletion_cost import DELETION_COST_ANNOTATION, deletion_cost_of
 from ..core.objects.kube import annotations_of, name_of, namespace_of, spec_of
 from ..core.policy.policy import Policy
 from .decide import KEPT, SKIPPED, PodView, verdict_for

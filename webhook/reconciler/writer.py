@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import urllib3
 
 from ..cluster.kubeclient import MERGE_PATCH, ApiError, describe_error, request_json
-from ..core.cost.deletion_cost import DELETION_COST_ANNOTATION
 from ..core.cost.mutation import CostDecision
+from ..core.objects.deletion_cost import DELETION_COST_ANNOTATION
 from ..core.objects.kube import Obj, annotations_of, meta, name_of, namespace_of, spec_of
 from ..core.policy.policy import Policy
 from ..errors import ConflictError, NotFoundError

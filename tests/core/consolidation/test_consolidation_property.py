@@ -20,10 +20,11 @@ from hypothesis import strategies as st
 from tests.support.gpu_clusters import GpuCluster, random_cluster
 from webhook.core.consolidation.freed_nodes import what_victims_free
 from webhook.core.consolidation.node_occupancy import best_freed, freed_nodes, owner_of
-from webhook.core.consolidation.node_rank import SLOTS, node_tie_break
+from webhook.core.consolidation.node_rank import node_tie_break
 from webhook.core.consolidation.pod_cost import node_load
-from webhook.core.cost.deletion_cost import DELETION_COST_ANNOTATION, MANAGED_COST_ANNOTATION
+from webhook.core.objects.deletion_cost import DELETION_COST_ANNOTATION, MANAGED_COST_ANNOTATION
 from webhook.core.policy.policy import default_policy, parse_policy
+from webhook.core.policy.pool_bands import SLOTS
 from webhook.core.scale.predict import predict_scale
 from webhook.core.view.snapshot import Snapshot
 from webhook.reconciler.decide import PATCH, verdict_for

@@ -10,9 +10,10 @@ from tests.support import factories as f
 from tests.support.gpu_clusters import gpu_node, gpu_pod
 from webhook.cluster.compact import compact
 from webhook.core.consolidation.node_occupancy import gpus_offered, gpus_requested
-from webhook.core.consolidation.node_rank import SLOTS
 from webhook.core.consolidation.pod_cost import node_load, wanted_cost
-from webhook.core.policy.policy import PolicyError, default_policy, parse_policy
+from webhook.core.policy.policy import default_policy, parse_policy
+from webhook.core.policy.policy_field import PolicyError
+from webhook.core.policy.pool_bands import SLOTS
 
 INFERENCE = {"name": "inference", "deletionCost": 1000, "protected": True}
 

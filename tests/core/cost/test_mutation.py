@@ -9,11 +9,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support import factories as f
-from webhook.core.cost.deletion_cost import (
-    DELETION_COST_ANNOTATION,
-    MANAGED_COST_ANNOTATION,
-    POOL_ANNOTATION,
-)
 from webhook.core.cost.mutation import (
     KEEP,
     SET,
@@ -23,6 +18,11 @@ from webhook.core.cost.mutation import (
     decide_cost,
     is_governed,
     pinned_pool,
+)
+from webhook.core.objects.deletion_cost import (
+    DELETION_COST_ANNOTATION,
+    MANAGED_COST_ANNOTATION,
+    POOL_ANNOTATION,
 )
 from webhook.core.policy.policy import default_policy, parse_policy
 

@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from webhook.cluster.state import EXAMPLE_POLICY, load_policy
-from webhook.core.policy.policy import Policy, PolicyError, default_policy, parse_policy
+from webhook.core.policy.policy import Policy, default_policy, parse_policy
+from webhook.core.policy.policy_field import PolicyError
 
 
 def test_bundled_example_equals_built_in_default():

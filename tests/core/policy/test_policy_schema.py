@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webhook.cli.policy import chart_policy_schema
-from webhook.core.policy.policy import PolicyError, parse_policy
+from webhook.core.policy.policy import parse_policy
+from webhook.core.policy.policy_field import PolicyError
 from webhook.core.policy.policy_schema import policy_schema
 
 REPO = Path(__file__).resolve().parents[3]

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from webhook.core.policy.policy import PolicyError, default_policy, parse_policy
+from webhook.core.policy.policy import default_policy, parse_policy
+from webhook.core.policy.policy_field import PolicyError
 from webhook.core.policy.policy_schema import policy_schema
 from webhook.core.policy.policy_text import explain_policy
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.support import factories as f
-from webhook.core.cost.deletion_cost import DELETION_COST_ANNOTATION
+from webhook.core.objects.deletion_cost import DELETION_COST_ANNOTATION
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.objects.podfacts import go_log2
 from webhook.core.replicaset.active_pods_with_ranks import (

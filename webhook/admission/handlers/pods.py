@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...core.consolidation.pod_cost import cost_at_binding
-from ...core.cost.deletion_cost import InvalidDeletionCost, check_deletion_cost, go_quote
 from ...core.cost.mutation import SET, annotation_patch, decide_cost, is_governed, pinned_pool
+from ...core.objects.deletion_cost import InvalidDeletionCost, check_deletion_cost, go_quote
 from ...core.objects.kube import annotations_of, labels_of, spec_of
 from ...core.objects.shape import check_placement_shape
 from ..review import AdmissionRequest, BadReview, allow, deny, with_patch

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ...core.cost.deletion_cost import InvalidDeletionCost, invalid_cost_message
 from ...core.kinds.registry import WORKLOAD_RESOURCES, workload_kind
+from ...core.objects.deletion_cost import InvalidDeletionCost, invalid_cost_message
 from ...core.objects.shape import ShapeError, check_object_shape
 from ..review import ECHO_LIMIT, AdmissionRequest, BadReview
 

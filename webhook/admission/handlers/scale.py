@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...core.cost.deletion_cost import INT32_MAX
+from ...core.objects.deletion_cost import INT32_MAX
 from ...core.objects.kube import replicas_of, spec_of
 from ...core.policy.policy import policy_for
 from ...core.scale.clamp import clamp_scale_down

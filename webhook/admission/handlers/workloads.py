@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...core.cost.deletion_cost import (
+from ...core.kinds.registry import APPS_WORKLOAD_RESOURCES
+from ...core.objects.deletion_cost import (
     DELETION_COST_ANNOTATION,
     InvalidDeletionCost,
     check_deletion_cost,
     go_quote,
     is_valid_deletion_cost,
 )
-from ...core.kinds.registry import APPS_WORKLOAD_RESOURCES
 from ...core.objects.kube import spec_of
 from ..review import AdmissionRequest, BadReview, allow, deny
 from .context import Context, Decision, Outcome

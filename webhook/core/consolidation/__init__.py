@@ -1,7 +1,6 @@
-"""Freeing whole nodes: pools as bands of costs, each pod's rank by node inside its band,
+"""Freeing whole nodes: each pod's rank by node inside its pool's band (policy/pool_bands.py),
 and overflow pods moved home.
 
-- pool_bands.py       the int32 values each pool's pods may carry, and how bands nest
 - node_occupancy.py   what holds a node (GPU pods, or pods on nodes offering no GPU) and
                       which nodes a set of deletions frees
 - node_rank.py        a pod's place inside its band: how cheaply its node empties

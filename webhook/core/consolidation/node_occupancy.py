@@ -20,8 +20,6 @@ from typing import Any
 from ..objects.kube import go_parse_int, meta, name_of, namespace_of, spec_of, status_of
 from ..objects.ownership import controller_in
 
-DEFAULT_GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915",
-                         "habana.ai/gaudi")
 PodRef = tuple[str, str]  # (namespace, name)
 
 

@@ -32,13 +32,11 @@ from __future__ import annotations
 
 import hashlib
 
+from ..policy.pool_bands import RANK_COUNTS, SLOTS, Band
 from .node_occupancy import NodeLoad
-from .pool_bands import Band
 
-RANK_COUNTS = 31  # pod counts told apart on one node; GPU nodes hold at most 8 or 16
 SHARED_SLOT = RANK_COUNTS  # nodes another workload also holds
 IDLE_SLOT = RANK_COUNTS + 1  # the workload's pods that hold nothing on their node
-SLOTS = RANK_COUNTS + 2
 
 
 def node_slot(load: NodeLoad, owner: str) -> int:

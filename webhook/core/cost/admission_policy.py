@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..policy.policy import Policy
-from .deletion_cost import (
+from ..objects.deletion_cost import (
     DELETION_COST_ANNOTATION,
     MANAGED_COST_ANNOTATION,
     POOL_ANNOTATION,
     format_deletion_cost,
 )
+from ..policy.policy import Policy
 from .mutation import SKIP_LABEL, escape_pointer
 
 NAME = "poolguard-deletion-cost"

@@ -11,16 +11,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..objects.kube import annotations_of, spec_of
-from ..objects.selectors import selector_matches
-from ..policy.policy import Policy
-from .deletion_cost import (
+from ..objects.deletion_cost import (
     DELETION_COST_ANNOTATION,
     MANAGED_COST_ANNOTATION,
     POOL_ANNOTATION,
     cost_set_by_hand,
     format_deletion_cost,
 )
+from ..objects.kube import annotations_of, spec_of
+from ..objects.selectors import selector_matches
+from ..policy.policy import Policy
 
 SET = "set"          # write the cost
 UNCHANGED = "unchanged"  # already carries exactly what poolguard would write

@@ -29,7 +29,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ..cost.deletion_cost import (
+from .deletion_cost import (
     DELETION_COST_ANNOTATION,
     MANAGED_COST_ANNOTATION,
     cost_writer,

@@ -1,4 +1,4 @@
-"""The policy's JSON Schema, generated from the policy model (policy.py's dataclasses).
+"""The policy's JSON Schema, generated from the policy model (the sections' dataclasses).
 
 Each field's Python type gives its JSON type; `described` metadata gives its key, its
 description and the keywords the type cannot say (enums, ranges, patterns). The chart's
@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import MISSING, fields, is_dataclass
 from typing import Any
 
-from .policy import Policy, policy_key
+from .policy import Policy
+from .policy_field import policy_key
 
 SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"
 

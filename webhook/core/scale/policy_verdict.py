@@ -9,7 +9,8 @@ from operator import attrgetter, not_
 from typing import Any
 
 from ..kinds.registry import BY_KIND
-from ..policy.policy import Policy, ScaleDownPolicy
+from ..policy.policy import Policy
+from ..policy.scale_down_policy import ScaleDownPolicy
 from ..replicaset.active_pods_with_ranks import RankedPod
 from .prediction import ScalePrediction
 

@@ -13,7 +13,7 @@ from itertools import compress
 from operator import attrgetter, is_not
 from typing import Any
 
-from ..cost.deletion_cost import go_quote
+from ..objects.deletion_cost import go_quote
 from ..objects.kube import name_of, namespace_of, replicas_of
 from ..replicaset.active_pods_with_ranks import RankedPod, TieGroup, possible_victims
 from ..replicaset.chain_bound import ChainBound

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.core.cost.deletion_cost import (
+from webhook.core.objects.deletion_cost import (
     DELETION_COST_ANNOTATION,
     INT32_MAX,
     INT32_MIN,

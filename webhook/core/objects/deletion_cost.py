@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..errors import InputError
-from ..objects.kube import go_parse_int
+from .kube import go_parse_int
 
 DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 # poolguard's marker: the cost value poolguard wrote. A cost that differs from it (or has

@@ -17,13 +17,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..cost.deletion_cost import INT32_MIN
+from ..objects.deletion_cost import INT32_MIN
 
 CONSOLIDATE_NODES = "nodes"
 CONSOLIDATE_NONE = "none"
 CONSOLIDATE_MODES = (CONSOLIDATE_NODES, CONSOLIDATE_NONE)
 # Wide enough that nodes with equal counts rarely share a tie-break value (see node_rank).
 DEFAULT_BAND_WIDTH = 1 << 30
+# A consolidating band is cut into SLOTS slots of node ranks (see node_rank): one per count
+# of a workload's pods on a node up to RANK_COUNTS, one for nodes another workload also
+# holds, one for pods that hold nothing. A band needs a value per slot to rank at all, so
+# the policy refuses a narrower one.
+RANK_COUNTS = 31  # pod counts told apart on one node; GPU nodes hold at most 8 or 16
+SLOTS = RANK_COUNTS + 2
 
 
 @dataclass(frozen=True)
