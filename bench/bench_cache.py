@@ -84,7 +84,7 @@ def child(variant: str, kubeconfig: str) -> None:
         for index in range(live.FREEZE_EVERY - 1):
             pod = realistic_pod(index)
             pod["metadata"]["resourceVersion"] = f"9{index}"
-            cluster._apply(pods, "MODIFIED", pod)
+            cluster.apply(pods, "MODIFIED", pod)
         since_freeze = gc_pause_ms()
     count = len(cluster.all_pods())
     cluster.stop()

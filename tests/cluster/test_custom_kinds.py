@@ -21,7 +21,8 @@ from tests.support.lws_factories import leader_worker_set
 from tests.support.rollouts import rollout as argo_rollout
 from webhook.cli.main import main
 from webhook.cluster.kubeclient import api_client_from
-from webhook.cluster.live import LiveCluster, read_snapshot
+from webhook.cluster.listing import read_snapshot
+from webhook.cluster.live import LiveCluster
 from webhook.cluster.state import EXAMPLE_STATE, load_state
 from webhook.core.kinds.registry import KINDS
 from webhook.core.objects.kube import parse_time_ns

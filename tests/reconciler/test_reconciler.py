@@ -22,7 +22,7 @@ from tests.support.policies import FLAT_POLICY_FILE, flat_policy
 from tests.support.reconcilers import FAST, client_for, fake_api
 from tests.support.reconcilers import running as run_service
 from webhook.cli.main import build_parser, main
-from webhook.cluster.live import read_snapshot
+from webhook.cluster.listing import read_snapshot
 from webhook.cluster.memory_budget import MIB
 from webhook.core.cost.deletion_cost import (
     DELETION_COST_ANNOTATION as COST,
