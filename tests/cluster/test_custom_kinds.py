@@ -16,7 +16,8 @@ import yaml
 
 from tests.support import cloneset_factories as cf
 from tests.support import factories as f
-from tests.support.kubeapi import FakeKubeAPI, items_of, wait_until
+from tests.support.kubeapi.helpers import items_of, wait_until
+from tests.support.kubeapi.server import FakeKubeAPI
 from tests.support.lws_factories import leader_worker_set
 from tests.support.rollouts import rollout as argo_rollout
 from webhook.cli.main import main

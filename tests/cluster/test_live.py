@@ -1,4 +1,4 @@
-"""LiveCluster and live `plan` against the fake API server (tests/support/kubeapi.py)."""
+"""LiveCluster and live `plan` against the fake API server (tests/support/kubeapi/)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from tests.support import factories as f
-from tests.support.kubeapi import FakeKubeAPI, items_of, wait_until
+from tests.support.kubeapi.helpers import items_of, wait_until
+from tests.support.kubeapi.server import FakeKubeAPI
 from webhook.cli.main import main
 from webhook.cluster import listing
 from webhook.cluster.kubeclient import KubeConfigError, api_client_from
