@@ -2,8 +2,8 @@
 
 One reflector per resource (webhook.cluster.reflector) lists it, then watches it, and
 applies what it hears here; reads are served from memory under a lock and never touch
-the network. Objects are stored as the API returns them (compacted: webhook.cluster.compact),
-with `kind` and `apiVersion` filled in for list items.
+the network. Objects are stored compacted (webhook.cluster.compact; pods with their
+PodFacts), with `kind` and `apiVersion` filled in for list items.
 """
 
 from __future__ import annotations
