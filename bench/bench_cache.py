@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.bench_cache [--pods 10000]
 
-The fake API server (tests/support/kubeapi.py, in its own process: bench/fake_api.py)
+The fake API server (tests/support/kubeapi/, in its own process: bench/fake_api.py)
 serves N pods shaped like a real cluster's (tests/support/realistic.py: about 8.5 KB of
 JSON each, a third of it managedFields). A fresh
 process lists and watches them with today's LiveCluster and, in another fresh process,
@@ -84,7 +84,7 @@ def child(variant: str, kubeconfig: str) -> None:
         for index in range(live.FREEZE_EVERY - 1):
             pod = realistic_pod(index)
             pod["metadata"]["resourceVersion"] = f"9{index}"
-            cluster._apply(pods, "MODIFIED", pod)
+            cluster.apply(pods, "MODIFIED", pod)
         since_freeze = gc_pause_ms()
     count = len(cluster.all_pods())
     cluster.stop()

@@ -1,4 +1,4 @@
-"""Reconciler figures against the fake API server (tests/support/kubeapi.py).
+"""Reconciler figures against the fake API server (tests/support/kubeapi/).
 
     .venv/bin/python -m bench.bench_reconciler [--pods 1000] [--skip-default-rate]
 
@@ -27,7 +27,8 @@ from tempfile import TemporaryDirectory
 
 from tests.support import factories as f
 from tests.support.gpu_clusters import gpu_node, gpu_pod
-from tests.support.kubeapi import FakeKubeAPI, wait_until
+from tests.support.kubeapi.helpers import wait_until
+from tests.support.kubeapi.server import FakeKubeAPI
 from webhook.cluster.kubeclient import api_client_from
 from webhook.cluster.live import LiveCluster
 from webhook.core.kinds.resource import NAMESPACES, NODES, PODS

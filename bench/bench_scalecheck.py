@@ -1,7 +1,7 @@
 """Scale checks through HTTPS: a 10,000-pod Deployment, from a state file and live.
 
 `serve` as users start it (one replica, its default worker), first with `--state FILE`,
-then with `--kubeconfig` against the fake API server (tests/support/kubeapi.py) holding
+then with `--kubeconfig` against the fake API server (tests/support/kubeapi/) holding
 the same objects, the cache synced through paged LISTs and watches. The namespace also
 holds a second Deployment of 1,000 pods: its scale checks read only its own pods (the
 views' label index), whatever else the namespace holds. Each figure: 40 sequential

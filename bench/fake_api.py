@@ -1,4 +1,4 @@
-"""The fake API server (tests/support/kubeapi.py) in a process of its own, for benchmarks.
+"""The fake API server (tests/support/kubeapi/) in a process of its own, for benchmarks.
 
     serve_fake_api(kubeconfig, objects)            # these objects
     serve_fake_api(kubeconfig, realistic_pods=N)   # N pods shaped like a real cluster's
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from tests.support.kubeapi import FakeKubeAPI
+from tests.support.kubeapi.server import FakeKubeAPI
 from tests.support.realistic import realistic_pod
 
 ROOT = Path(__file__).resolve().parent.parent

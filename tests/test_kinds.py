@@ -12,7 +12,8 @@ from tests.support import reviews
 from webhook.admission.handlers import Context, Outcome, review_scale, review_scale_clamp
 from webhook.admission.review import parse_review
 from webhook.cli.kubectl_plugin import KINDS as PLUGIN_KINDS
-from webhook.cluster.live import ALL_RESOURCES, SNAPSHOT_RESOURCES
+from webhook.cluster.listing import SNAPSHOT_RESOURCES
+from webhook.cluster.live import ALL_RESOURCES
 from webhook.core.kinds.registry import (
     KIND_NAMES,
     KIND_SHORT_NAMES,

@@ -10,7 +10,6 @@ import json
 import socket
 import ssl
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -22,10 +21,7 @@ REVIEW = json.dumps(reviews.pod_create(f.pod("framing", node_name="gpu-hyb-1")))
 HEAD = b"POST /mutate-pods HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
-    with served_like_make_run(tmp_path_factory.mktemp("framing")) as running:
-        yield running
+SERVER = served_like_make_run  # the `server` fixture (conftest.py): exactly as `make run`
 
 
 def exchange(server: Server, data: bytes, close_after_send: bool = False) -> bytes:

@@ -17,7 +17,6 @@ import re
 import ssl
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -177,10 +176,7 @@ def hostile_bodies() -> dict[str, bytes]:
     }
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
-    with served_like_make_run(tmp_path_factory.mktemp("hostile")) as running:
-        yield running
+SERVER = served_like_make_run  # the `server` fixture (conftest.py): exactly as `make run`
 
 
 def send_hostile(target: tuple[str, int, Path, bytes]) -> int:

@@ -12,7 +12,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support import reviews
-from tests.support.kubeapi import FakeKubeAPI
+from tests.support.kubeapi.server import FakeKubeAPI
 from tests.support.serving import running_server
 from webhook.cluster.state import EXAMPLE_STATE
 

@@ -16,7 +16,7 @@ import yaml
 
 from tests.support import reviews
 from tests.support.serving import admission_response as post
-from tests.support.serving import patched, running_server, verifying_session
+from tests.support.serving import patched
 from webhook.cluster.state import EXAMPLE_STATE
 
 STATE = yaml.safe_load(EXAMPLE_STATE.read_text())
@@ -25,14 +25,6 @@ KNATIVE = {"username": "system:serviceaccount:knative-serving:controller",
 KEDA = {"username": "system:serviceaccount:keda:keda-operator",
         "groups": ["system:serviceaccounts", "system:authenticated"]}
 CLAMPED = 'poolguard_scale_clamped_total{kind="Deployment",namespace="ml"}'
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("clamp")
-    with running_server(directory, "--state", str(EXAMPLE_STATE)) as (url, ca, _process):
-        session = verifying_session(ca)
-        yield url, session
 
 
 

@@ -10,6 +10,10 @@ while a person's identical write is still denied.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -28,17 +32,21 @@ FLUX = {"username": "system:serviceaccount:flux-system:kustomize-controller",
 STATE = yaml.safe_load(EXAMPLE_STATE.read_text())
 
 
-@pytest.fixture(scope="module", params=["warn", "clamp"])
-def server(request, tmp_path_factory):
-    """`serve` on the bundled example, Argo CD and Flux listed with this enforcement."""
-    directory = tmp_path_factory.mktemp(f"gitops-{request.param}")
+@contextmanager
+def serve_with_git_ops(directory: Path, enforcement: str) -> Iterator[tuple[str, Any]]:
+    """`serve` on the bundled example, Argo CD and Flux listed with this enforcement;
+    yields (enforcement, (url, session))."""
     policy = yaml.safe_load(EXAMPLE_POLICY.read_text())
     policy["scaleDown"]["gitOps"] = {"users": [ARGOCD["username"], FLUX["username"]],
-                                     "enforcement": request.param}
+                                     "enforcement": enforcement}
     (directory / "policy.yaml").write_text(yaml.safe_dump(policy))
     with running_server(directory, "--state", str(EXAMPLE_STATE), "--policy",
                         str(directory / "policy.yaml")) as (url, ca, _process):
-        yield request.param, (url, verifying_session(ca))
+        yield enforcement, (url, verifying_session(ca))
+
+
+SERVER = serve_with_git_ops  # the `server` fixture (conftest.py), once per enforcement
+pytestmark = pytest.mark.parametrize("server", ["warn", "clamp"], indirect=True, scope="module")
 
 
 def sync(user: dict) -> tuple[dict, dict]:

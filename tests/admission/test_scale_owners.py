@@ -8,8 +8,12 @@ allowed, told who owns the workload, and counted. A Deployment's own scale is st
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
+import requests
 import yaml
 
 from tests.support import factories as f
@@ -50,14 +54,17 @@ def owned_state() -> list[dict]:
     return [*nodes, deploy, rs, canary, leaders, *pods]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("owners")
+@contextmanager
+def serve_owned_state(directory: Path) -> Iterator[tuple[str, requests.Session]]:
+    """`serve` on owned_state(); yields (url, session)."""
     state = directory / "state.yaml"
     state.write_text(yaml.safe_dump(f.kube_list(*owned_state())))
     with running_server(directory, "--state", str(state)) as (url, ca, _process):
         session = verifying_session(ca)
         yield url, session
+
+
+SERVER = serve_owned_state  # the `server` fixture (conftest.py)
 
 
 def post(server, body: dict) -> dict:

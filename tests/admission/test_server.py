@@ -15,7 +15,6 @@ from tests.support import factories as f
 from tests.support import reviews
 from tests.support.serving import admission_response as post
 from tests.support.serving import patched as apply
-from tests.support.serving import running_server, verifying_session
 from webhook.cluster.state import EXAMPLE_STATE
 from webhook.core.policy.policy import default_policy
 
@@ -27,14 +26,6 @@ STATE = yaml.safe_load(EXAMPLE_STATE.read_text())
 def state_object(kind: str, name: str) -> dict:
     return copy.deepcopy(next(o for o in STATE["items"]
                               if o["kind"] == kind and o["metadata"]["name"] == name))
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("server")
-    with running_server(directory, "--state", str(EXAMPLE_STATE)) as (url, ca, _process):
-        session = verifying_session(ca)
-        yield url, session
 
 
 # --- pods CREATE ------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import yaml
 
 from tests.support import factories as f
 from tests.support import reviews
-from tests.support.kubeapi import FakeKubeAPI
+from tests.support.kubeapi.server import FakeKubeAPI
 from tests.support.serving import running_server
 from webhook.cluster.state import EXAMPLE_STATE
 from webhook.core.objects.deletion_cost import (

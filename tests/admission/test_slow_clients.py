@@ -27,10 +27,7 @@ import signal
 import socket
 import ssl
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
-
-import pytest
 
 from tests.support import factories as f
 from tests.support import reviews
@@ -273,10 +270,7 @@ def failed(probes: list[Probe], within: float) -> list[str]:
             for p in probes if p.problem is not None or p.took > within]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
-    with served_like_make_run(tmp_path_factory.mktemp("slow")) as running:
-        yield running
+SERVER = served_like_make_run  # the `server` fixture (conftest.py): exactly as `make run`
 
 
 def test_good_reviews_are_answered_while_slow_clients_are_held(server: Server) -> None:

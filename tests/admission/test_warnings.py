@@ -8,9 +8,10 @@ each header as a line of its own: a thought split over two warnings reads as two
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
 import requests
 import yaml
 
@@ -21,10 +22,10 @@ REVIEWS = REPO / "examples" / "reviews"
 PER_WARNING = 256  # the API server's cut once a response's warnings pass 4096 characters
 
 
-@pytest.fixture(scope="module")
-def warn_server(tmp_path_factory: pytest.TempPathFactory):
-    """`serve` on the bundled example, its policy in `warn` mode."""
-    directory = tmp_path_factory.mktemp("warn")
+@contextmanager
+def serve_in_warn_mode(directory: Path) -> Iterator[Callable[[str, str], dict]]:
+    """`serve` on the bundled example, its policy in `warn` mode; yields a function that
+    posts a review of examples/reviews to a path and returns its response."""
     policy = yaml.safe_load((REPO / "examples" / "policy.yaml").read_text())
     policy["scaleDown"]["enforcement"] = "warn"
     (directory / "policy.yaml").write_text(yaml.safe_dump(policy))
@@ -38,6 +39,9 @@ def warn_server(tmp_path_factory: pytest.TempPathFactory):
         session.close()
 
 
+SERVER = serve_in_warn_mode  # the `server` fixture (conftest.py)
+
+
 def assert_one_line_each(warnings: list[str]) -> None:
     assert warnings
     assert sum(map(len, warnings)) <= 4096
@@ -46,8 +50,8 @@ def assert_one_line_each(warnings: list[str]) -> None:
         assert not warning.startswith("..."), f"a thought continued from the last: {warning}"
 
 
-def test_the_clamp_says_what_it_did_in_one_warning(warn_server) -> None:
-    answer = warn_server("/mutate-scale", "scale-deployment-hpa.json")
+def test_the_clamp_says_what_it_did_in_one_warning(server) -> None:
+    answer = server("/mutate-scale", "scale-deployment-hpa.json")
     assert_one_line_each(answer["warnings"])
     [clamp] = [w for w in answer["warnings"] if "from 6 to 4 replicas" in w]
     assert clamp == ("poolguard: scaled Deployment ml/llm-serve from 6 to 4 replicas, not the "
@@ -55,8 +59,8 @@ def test_the_clamp_says_what_it_did_in_one_warning(warn_server) -> None:
                      "breaks no rule")
 
 
-def test_a_warned_scale_down_gives_the_rule_and_the_fix_one_line_each(warn_server) -> None:
-    answer = warn_server("/validate-scale", "scale-deployment.json")
+def test_a_warned_scale_down_gives_the_rule_and_the_fix_one_line_each(server) -> None:
+    answer = server("/validate-scale", "scale-deployment.json")
     assert answer["allowed"] is True
     warnings = answer["warnings"]
     assert_one_line_each(warnings)
@@ -67,9 +71,9 @@ def test_a_warned_scale_down_gives_the_rule_and_the_fix_one_line_each(warn_serve
     assert "scale to 4 replicas for now" in fix
 
 
-def test_each_option_of_the_fix_is_a_warning_of_its_own_naming_pods_and_commands(warn_server):
+def test_each_option_of_the_fix_is_a_warning_of_its_own_naming_pods_and_commands(server):
     """The safe count and the cost to set are two things to do: two warnings, each whole."""
-    warnings = warn_server("/validate-scale", "scale-deployment.json")["warnings"]
+    warnings = server("/validate-scale", "scale-deployment.json")["warnings"]
     assert_one_line_each(warnings)
     assert [w for w in warnings if w.startswith("poolguard fix: ")] == [
         "poolguard fix: scale to 4 replicas for now (the smallest count above 3 that breaks no "

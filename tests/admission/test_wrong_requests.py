@@ -4,20 +4,24 @@ other (JSON 405 with `Allow: POST`), and every bad request is logged with its re
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import requests
 
-from tests.support.serving import running_server, verifying_session
-from webhook.cluster.state import EXAMPLE_STATE
+from tests.support.serving import serve_example
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("server")
-    with running_server(directory, "--state", str(EXAMPLE_STATE)) as (url, ca, _process):
-        session = verifying_session(ca)
+@contextmanager
+def serve_logged(directory: Path) -> Iterator[tuple[str, requests.Session, Path]]:
+    """The example server, and its log: (url, session, log file)."""
+    with serve_example(directory) as (url, session):
         yield url, session, directory / "server.log"
+
+
+SERVER = serve_logged  # the `server` fixture (conftest.py)
 
 
 @pytest.mark.parametrize("method", ["OPTIONS", "GET", "PUT"])

@@ -11,7 +11,7 @@ import pytest
 from kubernetes import client
 
 from tests.e2e.harness import POOL_SIZE, Environment
-from tests.support.kubeapi import FakeKubeAPI
+from tests.support.kubeapi.server import FakeKubeAPI
 
 
 class _Plane:

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.kubeapi import FakeKubeAPI, items_of
+from tests.support.kubeapi.helpers import items_of
+from tests.support.kubeapi.server import FakeKubeAPI
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_STATE = REPO / "examples" / "cluster-state.yaml"

@@ -17,7 +17,7 @@ import yaml
 from tests.support import cloneset_factories as cf
 from tests.support import factories as f
 from tests.support.custom_kinds import custom_kinds_state, lws_objects, rollout_objects
-from tests.support.kubeapi import items_of
+from tests.support.kubeapi.helpers import items_of
 from tests.support.lws_factories import leader_worker_set
 from webhook.cli import plan_document
 from webhook.cli.main import main

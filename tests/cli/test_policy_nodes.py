@@ -102,7 +102,7 @@ def test_plan_under_the_example_policy_still_judges():
 def test_policy_check_against_the_live_cluster_reads_its_nodes(mistyped, tmp_path):
     import yaml
 
-    from tests.support.kubeapi import FakeKubeAPI
+    from tests.support.kubeapi.server import FakeKubeAPI
 
     _, path = mistyped
     with FakeKubeAPI() as api:

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from tests.support.install import PY, assert_one_line_error, run
-from tests.support.kubeapi import FakeKubeAPI, items_of
+from tests.support.kubeapi.helpers import items_of
+from tests.support.kubeapi.server import FakeKubeAPI
 from tests.support.rebalance_example import REBALANCE_STATE as STATE
 from tests.support.rebalance_example import with_home_tainted
 from webhook.cli.main import main

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.kubeapi import FakeKubeAPI
+from tests.support.kubeapi.server import FakeKubeAPI
 
 
 @pytest.fixture

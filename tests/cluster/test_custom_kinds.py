@@ -16,12 +16,14 @@ import yaml
 
 from tests.support import cloneset_factories as cf
 from tests.support import factories as f
-from tests.support.kubeapi import FakeKubeAPI, items_of, wait_until
+from tests.support.kubeapi.helpers import items_of, wait_until
+from tests.support.kubeapi.server import FakeKubeAPI
 from tests.support.lws_factories import leader_worker_set
 from tests.support.rollouts import rollout as argo_rollout
 from webhook.cli.main import main
 from webhook.cluster.kubeclient import api_client_from
-from webhook.cluster.live import LiveCluster, read_snapshot
+from webhook.cluster.listing import read_snapshot
+from webhook.cluster.live import LiveCluster
 from webhook.cluster.state import EXAMPLE_STATE, load_state
 from webhook.core.kinds.registry import KINDS
 from webhook.core.objects.kube import parse_time_ns

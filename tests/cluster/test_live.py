@@ -1,4 +1,4 @@
-"""LiveCluster and live `plan` against the fake API server (tests/support/kubeapi.py)."""
+"""LiveCluster and live `plan` against the fake API server (tests/support/kubeapi/)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ import pytest
 import yaml
 
 from tests.support import factories as f
-from tests.support.kubeapi import FakeKubeAPI, items_of, wait_until
+from tests.support.kubeapi.helpers import items_of, wait_until
+from tests.support.kubeapi.server import FakeKubeAPI
 from webhook.cli.main import main
-from webhook.cluster import live
+from webhook.cluster import listing
 from webhook.cluster.kubeclient import KubeConfigError, api_client_from
-from webhook.cluster.live import LiveCluster, read_snapshot
+from webhook.cluster.listing import read_snapshot
+from webhook.cluster.live import LiveCluster
 from webhook.cluster.state import EXAMPLE_STATE, load_state, snapshot_to_list
 from webhook.core.view.cluster import IndexedClusterView
 
@@ -117,7 +119,7 @@ def test_a_continue_token_that_expires_mid_list_starts_the_list_over(
     """410 Gone on a later page (the server compacted past the list's resourceVersion):
     the list starts again from the first page, in pages, and the cache ends up equal to
     the server, without the pod deleted after the first page was read."""
-    monkeypatch.setattr(live, "LIST_PAGE", 2)
+    monkeypatch.setattr(listing, "LIST_PAGE", 2)
     caplog.set_level(logging.INFO, logger="poolguard.live")
     api.put(*(f.pod(name) for name in "abcde"))
     api.slow(1.0, count=2, method="GET", path_contains="/api/v1/pods")  # pages 1 and 2

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.support import factories as f
 from tests.support.cgroups import V1_UNLIMITED, cgroup_v1, cgroup_v2
-from tests.support.kubeapi import FakeKubeAPI
+from tests.support.kubeapi.server import FakeKubeAPI
 from webhook.cluster.cgroup import ContainerMemory, read_container_memory
 from webhook.cluster.kubeclient import api_client_from
 from webhook.cluster.live import LiveCluster

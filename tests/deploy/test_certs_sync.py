@@ -18,7 +18,7 @@ import pytest
 
 from certs import pki
 from tests.support.chart import CHART, find, render
-from tests.support.kubeapi import FakeKubeAPI
+from tests.support.kubeapi.server import FakeKubeAPI
 
 NAMESPACE, SERVICE, SECRET = "gpu-guard", "guard", "guard-tls"
 

@@ -40,7 +40,7 @@ from tests.support.install import (
     INSTALL_MK,
     REPO,
 )
-from tests.support.kubeapi import FakeKubeAPI
+from tests.support.kubeapi.server import FakeKubeAPI
 from tests.support.lws_factories import lws_state
 from webhook.cli.plan_document import plan_document
 from webhook.core.policy.policy import parse_policy

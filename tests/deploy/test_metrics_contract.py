@@ -30,7 +30,8 @@ import yaml
 from cryptography import x509
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.kubeapi import FakeKubeAPI, items_of
+from tests.support.kubeapi.helpers import items_of
+from tests.support.kubeapi.server import FakeKubeAPI
 from tests.support.serving import stop_group
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support.kubeapi import FakeKubeAPI
+from tests.support.kubeapi.server import FakeKubeAPI
 from webhook.cluster.kubeclient import api_client_from
 from webhook.cluster.live import LiveCluster
 from webhook.cluster.state import EXAMPLE_STATE

@@ -17,7 +17,8 @@ import pytest
 
 from tests.support import factories as f
 from tests.support.gpu_clusters import gpu_node, gpu_pod
-from tests.support.kubeapi import FakeKubeAPI, wait_until
+from tests.support.kubeapi.helpers import wait_until
+from tests.support.kubeapi.server import FakeKubeAPI
 from tests.support.policies import FLAT_POLICY_FILE
 from tests.support.reconcilers import FAST as FAST_OPTIONS
 from tests.support.reconcilers import client_for, fake_api

@@ -22,11 +22,12 @@ import yaml
 from tests.deploy.test_rbac import used_permissions
 from tests.support import factories as f
 from tests.support.chart import kustomized
-from tests.support.kubeapi import FakeKubeAPI, items_of, wait_until
+from tests.support.kubeapi.helpers import items_of, wait_until
+from tests.support.kubeapi.server import FakeKubeAPI
 from tests.support.reconcilers import FAST, client_for, running
 from webhook.cli.main import main
 from webhook.cluster.kubeclient import api_client_from
-from webhook.cluster.live import read_snapshot
+from webhook.cluster.listing import read_snapshot
 from webhook.core.kinds.registry import KINDS
 from webhook.core.policy.policy import parse_policy
 from webhook.reconciler.metrics import Metrics

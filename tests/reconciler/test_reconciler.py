@@ -17,12 +17,13 @@ import pytest
 
 from tests.support import factories as f
 from tests.support.cgroups import cgroup_v2
-from tests.support.kubeapi import FakeKubeAPI, wait_until
+from tests.support.kubeapi.helpers import wait_until
+from tests.support.kubeapi.server import FakeKubeAPI
 from tests.support.policies import FLAT_POLICY_FILE, flat_policy
 from tests.support.reconcilers import FAST, client_for, fake_api
 from tests.support.reconcilers import running as run_service
 from webhook.cli.main import build_parser, main
-from webhook.cluster.live import read_snapshot
+from webhook.cluster.listing import read_snapshot
 from webhook.cluster.memory_budget import MIB
 from webhook.core.kinds.resource import NAMESPACES, NODES, PODS
 from webhook.core.objects.deletion_cost import (

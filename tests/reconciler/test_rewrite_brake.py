@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from tests.support import factories as f
-from tests.support.kubeapi import FakeKubeAPI, wait_until
+from tests.support.kubeapi.helpers import wait_until
+from tests.support.kubeapi.server import FakeKubeAPI
 from tests.support.policies import FLAT_POLICY_FILE
 from tests.support.reconcilers import FAST, client_for, fake_api
 from tests.support.reconcilers import running as run_service

@@ -11,7 +11,7 @@ import yaml
 
 from tests.support import cloneset_factories as cf
 from tests.support import factories as f
-from tests.support.kubeapi import items_of
+from tests.support.kubeapi.helpers import items_of
 from tests.support.lws_factories import leader_worker_set
 from tests.support.rollouts import rollout as argo_rollout
 from webhook.cluster.state import EXAMPLE_STATE

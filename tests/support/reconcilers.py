@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from tests.support.kubeapi import FakeKubeAPI
+from tests.support.kubeapi.server import FakeKubeAPI
 from webhook.cluster.kubeclient import api_client_from
 from webhook.cluster.live import LiveCluster
 from webhook.core.kinds.resource import NAMESPACES, NODES, PODS

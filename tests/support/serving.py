@@ -22,6 +22,7 @@ import jsonpatch
 import requests
 
 from certs.pki import generate_ca, generate_serving_cert
+from webhook.cluster.state import EXAMPLE_STATE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -135,6 +136,13 @@ def running_server(directory: Path, *args: str, workers: int | None = None,
     finally:
         stop_group(process, timeout=15)
         log.close()
+
+
+@contextmanager
+def serve_example(directory: Path) -> Iterator[tuple[str, requests.Session]]:
+    """`serve` on the bundled example state; yields (base_url, a session trusting its CA)."""
+    with running_server(directory, "--state", str(EXAMPLE_STATE)) as (url, ca, _process):
+        yield url, verifying_session(ca)
 
 
 # --- the server exactly as `make run` starts it ------------------------------------------

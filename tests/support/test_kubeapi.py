@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from tests.support import factories as f
-from tests.support.kubeapi import FakeKubeAPI
+from tests.support.kubeapi.server import FakeKubeAPI
 
 MERGE = {"Content-Type": "application/merge-patch+json"}
 

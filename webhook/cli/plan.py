@@ -21,7 +21,7 @@ from ..cluster.kubeclient import (
     describe_error,
     server_of,
 )
-from ..cluster.live import read_snapshot
+from ..cluster.listing import read_snapshot
 from ..cluster.state import (
     ListedSnapshot,
     load_policy,

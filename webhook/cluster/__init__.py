@@ -1,2 +1,3 @@
-"""Reading the cluster: the Kubernetes API client, the watch-fed cache, state and policy files,
-and whether the container's memory limit holds the cache."""
+"""Reading the cluster: the Kubernetes API client, LIST requests, the reflectors and the
+watch-fed cache they fill, state and policy files, and whether the container's memory limit
+holds the cache."""

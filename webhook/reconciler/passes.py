@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..cluster.live import read_snapshot
+from ..cluster.listing import read_snapshot
 from ..core.kinds.resource import NAMESPACES, NODES, PODS
 from ..core.objects.kube import Obj, name_of, namespace_of
 from ..core.policy.policy import Policy

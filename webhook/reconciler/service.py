@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..cluster.live import LiveCluster, read_snapshot
+from ..cluster.listing import read_snapshot
+from ..cluster.live import LiveCluster
 from ..cluster.memory_budget import RECONCILER
 from ..cluster.memory_watch import MemoryWatch
 from ..cluster.policy_event import configmap_ref, post_policy_event
