@@ -36,6 +36,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ..deployment.deployment_sync import not_yet_tied, tie_groups_over_sync_orders, two_step_group
+from ..model.ranked_pod import RankedPod
+from ..model.tie_group import TieGroup
 from ..objects.kube import (
     annotations_of,
     go_parse_int,
@@ -51,7 +53,6 @@ from ..objects.kube import (
 from ..objects.ownership import owned_objects, owned_pod_facts
 from ..objects.podfacts import PodFacts
 from ..objects.selectors import compile_workload_selector
-from ..replicaset.active_pods_with_ranks import RankedPod, TieGroup
 from ..replicaset.chain_bound import ChainBound
 from ..replicaset.replicaset_sync import Deletion, deletions_of_facts
 from ..view.cluster import ClusterView, candidate_pod_facts

@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..model.prediction import ScalePrediction, empty_prediction
+from ..model.tie_group import TieGroup
 from ..objects.kube import name_of, namespace_of, replicas_of, spec_of
 from ..objects.ownership import owned_objects, owned_pod_facts
 from ..objects.podfacts import PodFacts
-from ..replicaset.active_pods_with_ranks import TieGroup
-from ..replicaset.prediction import selected_by_any, tag_replicaset
+from ..replicaset.prediction import invalid_cost_notes, selected_by_any, tag_replicaset
 from ..replicaset.replicaset_sync import Deletion, deletions_of_facts
-from ..scale.prediction import ScalePrediction, empty_prediction, invalid_cost_notes
 from ..view.cluster import ClusterView, candidate_pod_facts
 from .deployment_sync import (
     after_saturation,

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from .resource import Resource
 
 if TYPE_CHECKING:
-    from ..scale.fix_facts import FixFacts
-    from ..scale.prediction import ScalePrediction
+    from ..model.fix_facts import FixFacts
+    from ..model.prediction import ScalePrediction
     from ..view.cluster import ClusterView
 
 # (view, workload, to_replicas, now_ns, burst) -> the victims of that scale

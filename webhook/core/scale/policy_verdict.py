@@ -9,9 +9,9 @@ from operator import attrgetter, not_
 from typing import Any
 
 from ..kinds.registry import BY_KIND
+from ..model.prediction import ScalePrediction
+from ..model.ranked_pod import RankedPod
 from ..policy.policy import Policy, ScaleDownPolicy
-from ..replicaset.active_pods_with_ranks import RankedPod
-from .prediction import ScalePrediction
 
 RULE_PROTECTED_LAST = "protectedLast"
 RULE_MIN_PROTECTED = "minProtectedReplicas"

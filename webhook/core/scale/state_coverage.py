@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..kinds.registry import WORKLOAD_KINDS
+from ..model.prediction import ScalePrediction
+from ..model.ranked_pod import RankedPod
 from ..objects.kube import controller_ref, labels_of, name_of, replicas_of, spec_of
 from ..objects.selectors import selector_matches
-from ..replicaset.active_pods_with_ranks import RankedPod
 from ..view.cluster import ClusterView
-from .prediction import ScalePrediction
 
 
 def state_gaps(view: ClusterView, workload: Mapping[str, Any],
