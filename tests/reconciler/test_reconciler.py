@@ -33,7 +33,7 @@ from webhook.core.cost.deletion_cost import (
 from webhook.core.cost.deletion_cost import (
     POOL_ANNOTATION as POOL,
 )
-from webhook.core.kinds.resource import NAMESPACES, NODES, PODS
+from webhook.core.view.resource import NAMESPACES, NODES, PODS
 from webhook.reconciler.lease import LeaderElector
 from webhook.reconciler.metrics import serve_http
 from webhook.reconciler.options import Options

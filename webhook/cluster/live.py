@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ..core.kinds.registry import RESOURCE_OF_KIND, RESOURCES
-from ..core.kinds.resource import PODS, Resource
 from ..core.objects.kube import labels_of, name_of, namespace_of
 from ..core.objects.podfacts import PodFacts
 from ..core.view.cluster import IndexedClusterView
 from ..core.view.label_index import LabelIndex
 from ..core.view.pods_by_node import PodsByNode, T
+from ..core.view.resource import PODS, Resource
 from ..errors import GoneError, NotFoundError
 from .compact import compact
 from .kubeclient import (

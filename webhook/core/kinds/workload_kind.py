@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .resource import Resource
+from ..view.resource import Resource
 
 if TYPE_CHECKING:
     from ..model.fix_facts import FixFacts

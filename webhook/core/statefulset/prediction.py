@@ -9,7 +9,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..leaderworkerset.leader_statefulset import with_group_workers
 from ..model.blocked import Blocked
 from ..model.prediction import ScalePrediction, empty_prediction
 from ..model.ranked_pod import RankedPod, ranked_pod
@@ -58,7 +57,7 @@ def predict_statefulset(view: ClusterView, sts: Mapping[str, Any], to_replicas: 
         prediction.notes.append(f"StatefulSet {sts_name} is managed by {owner.get('kind')} "
                                 f"{owner.get('name')}, which sizes it and will undo a "
                                 "direct scale")
-    return with_group_workers(view, sts, prediction)
+    return prediction
 
 
 def _ordered_ready_notes(sts: Mapping[str, Any], members: Mapping[int, RankedPod],

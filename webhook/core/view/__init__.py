@@ -1,5 +1,6 @@
 """The read-only view of the cluster the core predicts from.
 
+- resource.py      a resource type poolguard reads: pods, nodes, namespaces, the workloads'
 - cluster.py       the ClusterView Protocol the core reads
 - label_index.py   one namespace's pods by label: a scale check's owner index
 - snapshot.py      a ClusterView over a fixed set of objects (state files, tests)

@@ -6,13 +6,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..kinds.registry import WORKLOAD_KINDS, is_workload_object
-from ..kinds.resource import REPLICASETS
 from ..objects.kube import labels_of, name_of, namespace_of
 from ..objects.podfacts import PodFacts
 from .cluster import IndexedClusterView
 from .label_index import LabelIndex
 from .pods_by_node import PodsByNode, T
+from .resource import REPLICASETS, workload_resource_of
 
 
 class Snapshot(IndexedClusterView):
@@ -48,7 +47,7 @@ class Snapshot(IndexedClusterView):
             self._namespaces[name_of(obj)] = labels_of(obj)
         if kind == REPLICASETS.kind:
             self._replicasets[namespace_of(obj)].append(obj)
-        if kind in WORKLOAD_KINDS and is_workload_object(obj):
+        if workload_resource_of(obj) is not None:
             self._workloads[(kind, namespace_of(obj), name_of(obj))] = obj
 
     def pods(self, namespace: str) -> Sequence[Mapping[str, Any]]:

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ...kinds.registry import WORKLOAD_KINDS
-from ...kinds.resource import REPLICASETS
 from ...objects.kube import meta, name_of, replicas_of, spec_of, status_of
 from ...objects.ownership import controller_of
+from ...view.resource import REPLICASETS
 
 GROUP_KIND = "LeaderWorkerSet"
 
