@@ -190,6 +190,18 @@ def _with_selector(view: ClusterView, rollout: Mapping[str, Any],
     return {**rollout, "spec": {**spec, "selector": selector}}
 
 
+def referenced_template(view: ClusterView, rollout: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod template of the workload the Rollout's `workloadRef` names, which the
+    Rollouts controller takes when the Rollout has none (rollout/templateref.go); empty
+    without a reference or its object."""
+    ref = spec_of(rollout).get("workloadRef")
+    if not isinstance(ref, Mapping):
+        return {}
+    target = view.workload(str(ref.get("kind") or ""), namespace_of(rollout),
+                           str(ref.get("name") or ""))
+    return spec_of(target).get("template") or {} if target else {}
+
+
 def _selected_by_any(view: ClusterView, namespace: str,
                      replicasets: Sequence[Mapping[str, Any]]) -> list[PodFacts]:
     """The namespace's pods matched by any of the ReplicaSets' selectors."""

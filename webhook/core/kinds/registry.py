@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..argorollouts.argo_rollout import referenced_template
 from ..argorollouts.prediction import predict_rollout_scale
 from ..cloneset.cloneset_pod import POD_CONDITIONS as CLONESET_POD_CONDITIONS
 from ..cloneset.cloneset_pod import POD_FIELDS as CLONESET_POD_FIELDS
@@ -78,6 +79,7 @@ KINDS: tuple[WorkloadKind, ...] = (
     # github.com/argoproj/argo-rollouts: a Deployment-like workload that sizes its ReplicaSets.
     WorkloadKind(ROLLOUTS, ("ro",), predict_rollout_scale,
                  by_cost("kubectl argo rollouts status {name} -n {namespace}"),
+                 template_ref=referenced_template,
                  controller_users=(ROLLOUTS_CONTROLLER,), sizes=("ReplicaSet",)),
     # github.com/openkruise/kruise: deletes specified pods and old revisions first, then
     # by rules like a ReplicaSet's (the deletion cost counts).
