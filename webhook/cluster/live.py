@@ -228,8 +228,9 @@ class LiveCluster(IndexedClusterView):
         items = [item for item in body.get("items") or [] if name_of(item) == name]
         return _typed(PODS, items[0]) if items else None
 
-    def replicasets(self, namespace: str) -> Sequence[Obj]:
-        return self._list_in("replicasets", namespace)
+    def objects_of(self, kind: str, namespace: str) -> Sequence[Obj]:
+        resource = RESOURCE_OF_KIND.get(kind)
+        return self._list_in(resource, namespace) if resource else []
 
     def pods_on_node(self, name: str) -> list[Obj]:
         """The cached pods bound to node `name`."""

@@ -56,6 +56,7 @@ from ..objects.selectors import compile_workload_selector
 from ..replicaset.chain_bound import ChainBound
 from ..replicaset.replicaset_sync import Deletion, deletions_of_facts
 from ..view.cluster import ClusterView, candidate_pod_facts
+from ..view.resource import REPLICASETS
 from .argo_rollout_counts import abort_delay_set, canary_of, strategy, traffic_routed
 from .argo_rollout_sync import (
     FUTURE,
@@ -97,7 +98,7 @@ def predict_rollout(view: ClusterView, rollout: Mapping[str, Any], to_replicas: 
     """Fill `into` with the victims of setting `rollout`'s replicas to `to_replicas`."""
     namespace = namespace_of(rollout)
     claimer = _with_selector(view, rollout, into.notes)
-    replicasets = owned_objects(view.replicasets(namespace), claimer)
+    replicasets = owned_objects(view.objects_of(REPLICASETS.kind, namespace), claimer)
     if not replicasets:
         return
     all_pods = _selected_by_any(view, namespace, replicasets)

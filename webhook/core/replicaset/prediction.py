@@ -19,6 +19,7 @@ from ..objects.ownership import controller_of, owned_pod_facts, points_at
 from ..objects.podfacts import PodFacts
 from ..objects.selectors import compile_workload_selector
 from ..view.cluster import ClusterView, candidate_pod_facts
+from ..view.resource import REPLICASETS
 from .replicaset_sync import deletions_of_facts
 
 
@@ -51,7 +52,7 @@ def claimed_and_related(view: ClusterView,
     own = candidate_pod_facts(view, namespace, [spec_of(rs).get("selector")])[0]
     if controller is None:
         return owned_pod_facts(own, rs), []
-    siblings = [other for other in view.replicasets(namespace)
+    siblings = [other for other in view.objects_of(REPLICASETS.kind, namespace)
                 if points_at(controller_of(other), controller)]
     related = selected_by_any(view, namespace, siblings)
     only_itself = len(siblings) == 1 and (

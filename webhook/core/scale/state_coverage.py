@@ -19,6 +19,7 @@ from ..model.ranked_pod import RankedPod
 from ..objects.kube import controller_ref, labels_of, name_of, replicas_of, spec_of
 from ..objects.selectors import selector_matches
 from ..view.cluster import ClusterView
+from ..view.resource import REPLICASETS
 
 
 def state_gaps(view: ClusterView, workload: Mapping[str, Any],
@@ -65,7 +66,7 @@ def missing_owners(view: ClusterView, workload: Mapping[str, Any],
         return []
     namespace = prediction.namespace
     seen = {pod.name for pod in _pods_of(prediction)}
-    replicasets = {name_of(rs) for rs in view.replicasets(namespace)}
+    replicasets = {name_of(rs) for rs in view.objects_of(REPLICASETS.kind, namespace)}
     missing: dict[str, dict[str, int]] = {}  # pods by owner name, by owner kind
     for pod in view.pods(namespace):
         if name_of(pod) in seen or not selector_matches(selector, labels_of(pod)):
