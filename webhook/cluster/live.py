@@ -232,6 +232,10 @@ class LiveCluster(IndexedClusterView):
         resource = RESOURCE_OF_KIND.get(kind)
         return self._list_in(resource, namespace) if resource else []
 
+    def workloads(self) -> list[Obj]:
+        """Every cached workload, of every kind."""
+        return [obj for resource in RESOURCE_OF_KIND.values() for obj in self._list_all(resource)]
+
     def pods_on_node(self, name: str) -> list[Obj]:
         """The cached pods bound to node `name`."""
         with self._lock:

@@ -47,10 +47,10 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from ..deployment.deployment_util import scaled_int_or_percent
 from ..model.blocked import Wait
 from ..model.ranked_pod import RankedPod, ranked_pod
 from ..model.units import BLOCKED, POSSIBLE_VICTIM, SURVIVES, VICTIM
+from ..objects.intstr import scaled_int_or_percent
 from ..objects.kube import (
     annotations_of,
     go_parse_int,

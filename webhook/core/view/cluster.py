@@ -53,6 +53,10 @@ class ClusterView(Protocol):
         Deployment's and Rollout's, whatever the workloads read), in the view's order."""
         ...
 
+    def workloads(self) -> list[Mapping[str, Any]]:
+        """Every workload object, of every kind."""
+        ...
+
 
 @runtime_checkable
 class IndexedClusterView(ClusterView, Protocol):
