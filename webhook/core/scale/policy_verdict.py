@@ -324,14 +324,15 @@ def _required_text(rules: ScaleDownPolicy, prediction: ScalePrediction) -> str:
     replicas = _counted_replicas(prediction)
     required = rules.required_protected(replicas)
     value = rules.min_protected_replicas
+    units = f"{BY_KIND[prediction.kind].unit}s"  # what a replica of several pods is called
     if isinstance(value, str) and prediction.pods_per_replica != 1:
         return (f"{required} ({value} of the {replicas} pods of {prediction.to_replicas} "
-                f"groups of {prediction.pods_per_replica}, rounded up)")
+                f"{units} of {prediction.pods_per_replica}, rounded up)")
     if isinstance(value, str):
         return f"{required} ({value} of {replicas} replicas, rounded up)"
     if required > replicas and prediction.pods_per_replica != 1:
         return (f"{required}, more than the {replicas} pods of the {prediction.to_replicas} "
-                "groups asked for, so a scale to that count that removes a protected pod "
+                f"{units} asked for, so a scale to that count that removes a protected pod "
                 "always breaks it")
     if required > replicas:
         return (f"{required}, more than the {replicas} replicas asked for, "
