@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 Predictor = Callable[["ClusterView", Mapping[str, Any], int, "int | None", int],
                      "ScalePrediction"]
 # The kind's own options of a violation's fix, each one thing to do now (or to wait for),
-# worded with the pods, groups and numbers of the prediction (see scale/fix_facts.py).
+# worded with the pods, groups and numbers of the prediction (see model/fix_facts.py).
 FixWording = Callable[["FixFacts"], list[str]]
 # (view, workload) -> the pod template a workload without its own takes from another object
 TemplateRef = Callable[["ClusterView", Mapping[str, Any]], Mapping[str, Any]]
