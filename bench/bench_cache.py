@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tests.support.realistic import realistic_pod
 from webhook.cluster.live import FREEZE_EVERY
-from webhook.core.kinds.resource import PODS
+from webhook.core.view.resource import PODS
 
 from .baseline import BASELINE_COMMIT
 from .fake_api import serve_fake_api

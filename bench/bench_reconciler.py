@@ -31,8 +31,8 @@ from tests.support.kubeapi.helpers import wait_until
 from tests.support.kubeapi.server import FakeKubeAPI
 from webhook.cluster.kubeclient import api_client_from
 from webhook.cluster.live import LiveCluster
-from webhook.core.kinds.resource import NAMESPACES, NODES, PODS
 from webhook.core.policy.policy import default_policy
+from webhook.core.view.resource import NAMESPACES, NODES, PODS
 from webhook.core.view.snapshot import Snapshot
 from webhook.reconciler.options import Options
 from webhook.reconciler.passes import run_once

@@ -24,6 +24,7 @@ from webhook.core.kinds.registry import (
     workload_kind,
 )
 from webhook.core.policy.policy import default_policy
+from webhook.core.view.resource import WORKLOAD_RESOURCES
 from webhook.core.view.snapshot import Snapshot
 
 BY_NAME = pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.kind)
@@ -36,6 +37,11 @@ def test_every_spelling_names_the_kind(kind):
         assert canonical_kind(alias) == kind.kind, alias
         assert PLUGIN_KINDS[alias.lower()] == kind.short_names[0]
     assert kind.kind.lower() in KIND_NAMES and kind.short_names[0] in KIND_SHORT_NAMES
+
+
+def test_the_view_knows_the_workload_resources_the_registry_does():
+    # The view tells workload objects apart by its own table, below the kinds' packages.
+    assert tuple(kind.resource for kind in KINDS) == WORKLOAD_RESOURCES
 
 
 def test_no_spelling_names_two_kinds():

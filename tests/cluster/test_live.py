@@ -72,7 +72,7 @@ def test_syncs_every_resource_as_plain_dicts(api: FakeKubeAPI, cluster: LiveClus
     assert cluster.namespace_labels("absent") == {}
     assert cluster.workload("Deployment", "ml", "web")["kind"] == "Deployment"
     assert cluster.workload("StatefulSet", "ml", "db")["apiVersion"] == "apps/v1"
-    assert [r["kind"] for r in cluster.replicasets("ml")] == ["ReplicaSet"]
+    assert [r["kind"] for r in cluster.objects_of("ReplicaSet", "ml")] == ["ReplicaSet"]
     assert cluster.synced and cluster.staleness_seconds() < 5
 
 

@@ -25,7 +25,6 @@ from tests.support.reconcilers import running as run_service
 from webhook.cli.main import build_parser, main
 from webhook.cluster.listing import read_snapshot
 from webhook.cluster.memory_budget import MIB
-from webhook.core.kinds.resource import NAMESPACES, NODES, PODS
 from webhook.core.objects.deletion_cost import (
     DELETION_COST_ANNOTATION as COST,
 )
@@ -35,6 +34,7 @@ from webhook.core.objects.deletion_cost import (
 from webhook.core.objects.deletion_cost import (
     POOL_ANNOTATION as POOL,
 )
+from webhook.core.view.resource import NAMESPACES, NODES, PODS
 from webhook.reconciler.lease import LeaderElector
 from webhook.reconciler.metrics import serve_http
 from webhook.reconciler.options import Options

@@ -13,8 +13,8 @@ from kubernetes import client as k8s
 from tests.support.kubeapi.server import FakeKubeAPI
 from webhook.cluster.kubeclient import api_client_from
 from webhook.cluster.live import LiveCluster
-from webhook.core.kinds.resource import NAMESPACES, NODES, PODS
 from webhook.core.policy.policy import Policy
+from webhook.core.view.resource import NAMESPACES, NODES, PODS
 from webhook.reconciler.options import Options
 from webhook.reconciler.service import Service
 

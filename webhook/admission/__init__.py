@@ -12,5 +12,6 @@ A request travels down this list; each module builds on the ones below it:
 - handlers/       the decisions, one module per endpoint family, and ENDPOINTS: the table
                   of webhook path -> handler
 - review.py       the AdmissionReview wire format: TypedDicts, parsing, allow/deny/patch
+- warning_texts.py  long messages as an admission response's warnings: short lines
 - metrics.py      Prometheus metrics, shared across gunicorn's worker processes
 """

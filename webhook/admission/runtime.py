@@ -103,8 +103,7 @@ class Runtime:
         return None
 
     def _nodes(self) -> list[Any]:
-        nodes = getattr(self.view, "nodes", None)  # both views poolguard ships list them
-        return list(nodes()) if nodes is not None else []
+        return list(self.view.nodes())
 
     def vet_policy(self, current: Policy, new: Policy) -> str | None:
         """Why a new policy must not replace the one in force (`policy_change`), or None;
@@ -204,7 +203,7 @@ def _watch_memory(runtime: Runtime, workers: int) -> None:
 
     view = runtime.view
     # A live cache counts the pods its first list will bring before they are all in.
-    count = getattr(view, "pod_count", None) or (lambda: len(view.all_pods()))
+    count = runtime.watched.pod_count if runtime.watched else (lambda: len(view.all_pods()))
     runtime.memory = MemoryWatch(SERVE, count, caches=workers,
                                  on_check=metrics.memory().publish)
     runtime.memory.start()

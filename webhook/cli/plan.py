@@ -30,11 +30,11 @@ from ..cluster.state import (
     write_state,
 )
 from ..core.kinds.registry import KINDS, RESOURCES, SIZED_KINDS
-from ..core.kinds.resource import Resource
 from ..core.objects.kube import format_time_ns, parse_time_ns
 from ..core.policy.policy import Policy
 from ..core.policy.pool_coverage import PoolCoverage, pool_coverage
 from ..core.scale.requester import clamps
+from ..core.view.resource import Resource
 from ..core.view.snapshot import Snapshot
 from ..errors import EXIT_USAGE, CommandError
 from .argtypes import INT32_MAX, number

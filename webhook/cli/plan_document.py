@@ -16,16 +16,18 @@ from typing import Any
 
 from ..core.kinds.registry import BY_KIND, exempt_users_for
 from ..core.kinds.workload_kind import WorkloadKind
+from ..core.model.deciding_rule import deciding_rule
+from ..core.model.ranked_pod import RankedPod
+from ..core.model.tie_group import TieGroup, is_certain
+from ..core.model.units import ReplicaUnit
 from ..core.objects.kube import name_of, namespace_of, replicas_of
 from ..core.policy.policy import Policy, policy_for
 from ..core.policy.pool_coverage import PoolCoverage
-from ..core.replicaset.active_pods_with_ranks import RankedPod, TieGroup, deciding_rule, is_certain
 from ..core.scale.policy_verdict import placement
 from ..core.scale.requester import answer_requester
 from ..core.scale.safe_replicas import JudgedScale
 from ..core.scale.scope import out_of_scope_reason, preview_scale
 from ..core.scale.state_coverage import state_gaps
-from ..core.scale.units import ReplicaUnit
 from ..core.view.cluster import ClusterView
 from ..core.view.snapshot import Snapshot
 from ..errors import InputError

@@ -1,8 +1,8 @@
 """What a planned scale-down frees, in the plan document and its text and HTML renderings.
 
 The document fields (`freedNodes: [{node, pool, gpus}]`, `freedGpus: {total, byPool}`,
-`bestFreedNodes`) come from `core.consolidation.freed_nodes`; a view that cannot list a node's pods
-gives none of them.
+`bestFreedNodes`) come from `core.consolidation.freed_nodes`, read from the view's pods on each
+node.
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from typing import Any
 
 from ..core.consolidation.freed_nodes import what_victims_free
 from ..core.policy.policy import Policy
+from ..core.view.cluster import ClusterView
 
 
-def frees_fields(view: Any, policy: Policy, victims: Sequence[Any],
+def frees_fields(view: ClusterView, policy: Policy, victims: Sequence[Any],
                  workload_pods: Sequence[Any]) -> dict[str, Any]:
     """The plan document's `freedNodes`, `freedGpus` and `bestFreedNodes`."""
-    if not callable(getattr(view, "pods_on_node", None)):
-        return {"freedNodes": None, "freedGpus": None, "bestFreedNodes": None}
     nodes = [pod.node_name for pod in workload_pods if pod.node_name]
     return what_victims_free(view, policy, victims, nodes).as_json()
 

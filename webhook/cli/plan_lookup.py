@@ -41,10 +41,7 @@ def find_workload(view: ClusterView, workload_ref: str) -> Mapping[str, Any]:
 
 def _others(view: ClusterView, kind: str, namespace: str, name: str) -> str:
     """What the user may have meant: near names, else the kind's workloads there."""
-    workloads = getattr(view, "workloads", None)
-    if workloads is None:
-        return ""
-    every = workloads()
+    every = view.workloads()
     here = sorted(name_of(w) for w in every
                   if w.get("kind") == kind and namespace_of(w) == namespace)
     close = difflib.get_close_matches(name, here, n=3, cutoff=0.6)
@@ -62,8 +59,7 @@ def _others(view: ClusterView, kind: str, namespace: str, name: str) -> str:
 
 def _describe(view: ClusterView) -> str:
     """The cluster state, in words that say when it holds no workloads at all."""
-    workloads = getattr(view, "workloads", None)
-    if workloads is not None and not workloads():
+    if not view.workloads():
         kinds = [f"{kind.kind}s" for kind in KINDS]
         return ("the cluster state, which holds no " + ", ".join(kinds[:-1])
                 + f" or {kinds[-1]}")

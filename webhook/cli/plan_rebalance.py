@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from html import escape
-from typing import Any
 
 from ..core.consolidation.rebalance.overflow_pods import Stayer
 from ..core.consolidation.rebalance.rebalance_plan import RebalancePlan, plan_rebalance
 from ..core.policy.policy import Policy
+from ..core.view.cluster import ClusterView
 from .rebalance_text import disabled_note, move_reason, search_note, summary
 
 TOP_REASONS = 5  # the page lists the commonest reasons; the command lists every pod
@@ -25,11 +25,9 @@ _ENABLED = ("The policy has rebalance.enabled: true: the reconciler that holds t
             "carries out such a plan (docs/rebalance.md).")
 
 
-def rebalance_html(view: Any, policy: Policy) -> str:
+def rebalance_html(view: ClusterView, policy: Policy) -> str:
     """The section for the cluster `view` holds, or "" when it does not concern the
-    reader (or the view cannot list a node's pods)."""
-    if not callable(getattr(view, "pods_on_node", None)):
-        return ""
+    reader."""
     plan = plan_rebalance(view, policy)
     section = policy.rebalance
     if not (section.enabled or section.priority_class_pools or plan.moves):

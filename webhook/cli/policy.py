@@ -104,7 +104,7 @@ def _nodes(args: argparse.Namespace) -> tuple[list[dict], str]:
     """The nodes to check against, and where they come from in words."""
     if args.state is not None:
         return [dict(node) for node in load_state(args.state).nodes()], args.state
-    from ..core.kinds.resource import NODES
+    from ..core.view.resource import NODES
     from .plan import read_live_state  # the kubernetes client only for a live check
 
     snapshot = read_live_state(args.kubeconfig, args.context, resources=(NODES,))

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..core.kinds.registry import RESOURCES
-from ..core.kinds.resource import Resource
+from ..core.view.resource import Resource
 from .kubeclient import LIST_TIMEOUT, ApiError, request_json
 from .state import ListedSnapshot
 

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ..core.kinds.registry import RESOURCE_OF_KIND, RESOURCES
-from ..core.kinds.resource import PODS, Resource
 from ..core.objects.kube import labels_of, name_of, namespace_of
 from ..core.objects.podfacts import PodFacts
 from ..core.view.cluster import IndexedClusterView
 from ..core.view.label_index import LabelIndex
 from ..core.view.pods_by_node import PodsByNode, T
+from ..core.view.resource import PODS, Resource
 from .compact import compact
 from .kubeclient import request_json
 from .listing import Obj, resource_version_of, typed
@@ -192,8 +192,13 @@ class LiveCluster(IndexedClusterView):
         items = [item for item in body.get("items") or [] if name_of(item) == name]
         return typed(PODS, items[0]) if items else None
 
-    def replicasets(self, namespace: str) -> Sequence[Obj]:
-        return self._list_in("replicasets", namespace)
+    def objects_of(self, kind: str, namespace: str) -> Sequence[Obj]:
+        resource = RESOURCE_OF_KIND.get(kind)
+        return self._list_in(resource, namespace) if resource else []
+
+    def workloads(self) -> list[Obj]:
+        """Every cached workload, of every kind."""
+        return [obj for resource in RESOURCE_OF_KIND.values() for obj in self._list_all(resource)]
 
     def pods_on_node(self, name: str) -> list[Obj]:
         """The cached pods bound to node `name`."""

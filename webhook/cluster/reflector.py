@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..core.kinds.resource import Resource
+from ..core.view.resource import Resource
 from ..errors import GoneError, NotFoundError
 from .kubeclient import ApiError, describe_error, iter_json_lines, open_stream
 from .listing import Obj, PagedList, not_served, resource_version_of, typed

@@ -28,6 +28,10 @@ class WatchedView(ClusterView, Protocol):
         """Per-resource sync details for /readyz."""
         ...
 
+    def pod_count(self) -> int:
+        """The pods cached, or the pods the first list will bring while it comes in."""
+        ...
+
     def fetch_pod(self, namespace: str, name: str,
                   timeout: float = 1.0) -> Mapping[str, Any] | None:
         """The pod read from the API server past the cache (one bounded request), or

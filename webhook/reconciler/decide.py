@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Protocol
 
 from ..core.consolidation.pod_cost import needs_load, view_node_load, wanted_cost
 from ..core.cost.mutation import KEEP, SET, UNCHANGED, CostDecision, decide_cost, is_governed
@@ -33,6 +32,7 @@ from ..core.objects.kube import (
     status_of,
 )
 from ..core.policy.policy import Policy
+from ..core.view.cluster import ClusterView
 
 PodKey = tuple[str, str]  # (namespace, name)
 
@@ -59,19 +59,7 @@ class PodNeed:
     decision: CostDecision | None = None
 
 
-class PodView(Protocol):
-    """What the reconciler reads: a LiveCluster or a Snapshot."""
-
-    def node(self, name: str) -> Obj | None: ...
-
-    def namespace_labels(self, name: str) -> Mapping[str, str]: ...
-
-    def all_pods(self) -> list[Obj]: ...
-
-    def pods_on_node(self, name: str) -> list[Obj]: ...
-
-
-def verdict_for(pod: Obj, policy: Policy, view: PodView,
+def verdict_for(pod: Obj, policy: Policy, view: ClusterView,
                 excluded_namespaces: Collection[str]) -> PodNeed:
     """What `pod` needs under `policy`, with its node and namespace read from `view`."""
     skip = skip_reason(pod, policy, view, excluded_namespaces)
@@ -106,7 +94,7 @@ def write_reason(pod: Obj, decision: CostDecision) -> str:
     return "rank"
 
 
-def skip_reason(pod: Obj, policy: Policy, view: PodView,
+def skip_reason(pod: Obj, policy: Policy, view: ClusterView,
                 excluded_namespaces: Collection[str]) -> str:
     """Why the reconciler leaves `pod` alone whatever it carries, or "" if it does not."""
     namespace = namespace_of(pod)

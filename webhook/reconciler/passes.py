@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..cluster.listing import read_snapshot
-from ..core.kinds.resource import NAMESPACES, NODES, PODS
 from ..core.objects.kube import Obj, name_of, namespace_of
 from ..core.policy.policy import Policy
 from ..core.policy.pool_coverage import pool_coverage
+from ..core.view.resource import NAMESPACES, NODES, PODS
 from .brake import BUILT_IN, brake_reason, count_pass
 from .decide import CLEANED, FAILED, KEPT, PATCHED, SKIPPED, UNCHANGED_POD, UNTOUCHED
 from .lease import holding_lease, make_elector

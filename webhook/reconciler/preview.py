@@ -16,13 +16,14 @@ from typing import Any
 from ..core.objects.deletion_cost import DELETION_COST_ANNOTATION, deletion_cost_of
 from ..core.objects.kube import annotations_of, name_of, namespace_of, spec_of
 from ..core.policy.policy import Policy
-from .decide import KEPT, SKIPPED, PodView, verdict_for
+from ..core.view.cluster import ClusterView
+from .decide import KEPT, SKIPPED, verdict_for
 
 # Pods the preview leaves out: the reconciler never looks at them.
 _NOT_LISTED = ("excluded-namespace", "terminating", "finished", "unscheduled", "not-governed")
 
 
-def preview(view: PodView, policy: Policy, excluded_namespaces: Collection[str]
+def preview(view: ClusterView, policy: Policy, excluded_namespaces: Collection[str]
             ) -> dict[str, list[dict[str, Any]]]:
     """`{"pods": [{namespace, name, node, pool, deletionCost, desiredCost}]}`."""
     entries = []

@@ -28,11 +28,11 @@ from ..cluster.memory_watch import MemoryWatch
 from ..cluster.policy_event import configmap_ref, post_policy_event
 from ..cluster.state import PolicyHolder
 from ..core.consolidation.pod_cost import needs_load, view_node_load
-from ..core.kinds.resource import NAMESPACES, NODES, PODS
 from ..core.objects.kube import Obj, labels_of, meta, name_of, namespace_of, spec_of, status_of
 from ..core.policy.policy import Policy
 from ..core.policy.policy_change import change_refusal
 from ..core.policy.pool_coverage import pool_coverage
+from ..core.view.resource import NAMESPACES, NODES, PODS
 from .brake import REWRITES_HELD, brake_reason, count_pass, policy_generation, rewrites
 from .decide import FAILED, KEPT, PATCH, SKIPPED, PodKey, PodNeed
 from .lease import make_elector

@@ -22,6 +22,7 @@ from ..core.cost.mutation import CostDecision
 from ..core.objects.deletion_cost import DELETION_COST_ANNOTATION
 from ..core.objects.kube import Obj, annotations_of, meta, name_of, namespace_of, spec_of
 from ..core.policy.policy import Policy
+from ..core.view.cluster import ClusterView
 from ..errors import ConflictError, NotFoundError
 from .brake import REWRITES_HELD, rewrites
 from .decide import (
@@ -33,7 +34,6 @@ from .decide import (
     UNTOUCHED,
     PodKey,
     PodNeed,
-    PodView,
     owned_keys,
     verdict_for,
     write_reason,
@@ -55,7 +55,7 @@ CONFLICT = "conflict"  # a write answered 409: decide again on the pod as it is 
 class Reconciler:
     """Decides (webhook.reconciler.decide) and writes the cost of one pod at a time."""
 
-    def __init__(self, api: client.ApiClient, view: PodView, policy: Policy | None,
+    def __init__(self, api: client.ApiClient, view: ClusterView, policy: Policy | None,
                  options: Options, *, may_write: Callable[[], bool] = always_leading,
                  limiter: TokenBucket | None = None, metrics: Metrics | None = None,
                  out: Callable[[str], None] = print,

@@ -34,11 +34,11 @@ from webhook.core.argorollouts.argo_rollout_sync import (
     reachable_lowest,
     sync_once,
 )
+from webhook.core.model.prediction import ScalePrediction
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
 from webhook.core.scale.clamp import clamp_scale_down
 from webhook.core.scale.predict import predict_scale
-from webhook.core.scale.prediction import ScalePrediction
 from webhook.core.scale.safe_replicas import assess_scale
 from webhook.core.scale.scope import decide_scale
 from webhook.core.view.snapshot import Snapshot

@@ -19,10 +19,10 @@ from webhook.core.cloneset.expectation_diffs import expectation_diffs
 from webhook.core.cloneset.pod_sorter import less
 from webhook.core.cloneset.prediction import predict_cloneset
 from webhook.core.cloneset.scale_sync import HELD_BY_HOOK, HELD_BY_LIMIT, one_sync, scale_in
+from webhook.core.model.tie_group import is_certain
 from webhook.core.objects.kube import format_time_ns, parse_time_ns
 from webhook.core.objects.podfacts import PodFacts
 from webhook.core.policy.policy import parse_policy
-from webhook.core.replicaset.active_pods_with_ranks import is_certain
 from webhook.core.scale.safe_replicas import assess_scale
 from webhook.core.view.snapshot import Snapshot
 

@@ -24,8 +24,8 @@ from webhook.core.deployment.deployment_util import (
     replicaset_proportion,
     resolve_fenceposts,
     round_half_away,
-    scaled_int_or_percent,
 )
+from webhook.core.objects.intstr import scaled_int_or_percent
 
 # --- TestGetReplicaSetFraction ----------------------------------------------------------
 

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.support import factories as f
+from webhook.core.model.ranked_pod import ranked_pod
 from webhook.core.objects.deletion_cost import DELETION_COST_ANNOTATION
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.objects.podfacts import go_log2
@@ -29,7 +30,6 @@ from webhook.core.replicaset.active_pods_with_ranks import (
     compare_pods,
     is_pod_active,
     max_restarts,
-    ranked_pod,
 )
 from webhook.core.replicaset.sort_keys import rank_pods, sort_ranked
 

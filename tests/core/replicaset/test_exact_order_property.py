@@ -23,13 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support import factories as f
+from webhook.core.model.ranked_pod import RankedPod, log_bucket, ranked_pod
 from webhook.core.objects.kube import format_time_ns
-from webhook.core.replicaset.active_pods_with_ranks import (
-    RankedPod,
-    compare_pods,
-    log_bucket,
-    ranked_pod,
-)
+from webhook.core.replicaset.active_pods_with_ranks import compare_pods
 from webhook.core.replicaset.replicaset_sync import predict_deletions
 
 NOW = 1_800_000_000 * 10**9

@@ -19,7 +19,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.core.replicaset.active_pods_with_ranks import is_certain
+from webhook.core.model.tie_group import is_certain
 from webhook.core.replicaset.replicaset_sync import Deletion, predict_deletions
 
 COST = "controller.kubernetes.io/pod-deletion-cost"

@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 
 from tests.support import factories as f
 from tests.support.brute import tie_breaks
+from webhook.core.model.prediction import ScalePrediction
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
 from webhook.core.replicaset.replicaset_sync import predict_deletions
 from webhook.core.scale.policy_verdict import protection, worst_case_victims
 from webhook.core.scale.predict import predict_scale
-from webhook.core.scale.prediction import ScalePrediction
 from webhook.core.scale.safe_replicas import (
     assess_scale,
     removes_protected,

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from tests.support import factories as f
-from webhook.core.replicaset.replicaset_sync import BURST_REPLICAS, predict_deletions
+from webhook.core.model.burst_replicas import BURST_REPLICAS
+from webhook.core.replicaset.replicaset_sync import predict_deletions
 
 NOW_DT = datetime(2026, 3, 15, 12, 0, 0, tzinfo=UTC)
 NOW = int((NOW_DT - datetime(1970, 1, 1, tzinfo=UTC)) / timedelta(microseconds=1)) * 1000

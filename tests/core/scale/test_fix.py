@@ -17,9 +17,9 @@ from tests.cli.test_twin import rolling
 from tests.support import cloneset_factories as cf
 from tests.support import factories as f
 from tests.support import lws_factories as lf
+from webhook.core.model.fix_facts import fitted, more
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy
-from webhook.core.scale.fix_facts import fitted, more
 from webhook.core.scale.safe_replicas import assess_scale
 from webhook.core.view.snapshot import Snapshot
 

@@ -34,8 +34,8 @@ class ScanningView:
     def pod(self, namespace: str, name: str) -> Any:
         return self._snapshot.pod(namespace, name)
 
-    def replicasets(self, namespace: str) -> Any:
-        return self._snapshot.replicasets(namespace)
+    def objects_of(self, kind: str, namespace: str) -> Any:
+        return self._snapshot.objects_of(kind, namespace)
 
     def node(self, name: str) -> Any:
         return self._snapshot.node(name)

@@ -13,8 +13,8 @@ from ...core.scale.owner_sizing import owner_warnings
 from ...core.scale.requester import clamps, is_exempt, unchecked_answer
 from ...core.scale.safe_replicas import JudgedScale
 from ...core.scale.scope import decide_scale
-from ...core.text import warning_texts
 from ..review import AdmissionRequest, BadReview, allow, deny, with_patch
+from ..warning_texts import warning_texts
 from .context import Context, Decision, Outcome
 from .reading import check_shape, request_object, requested_kind
 

@@ -36,6 +36,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from ..deployment.deployment_sync import not_yet_tied, tie_groups_over_sync_orders, two_step_group
+from ..model.ranked_pod import RankedPod
+from ..model.tie_group import TieGroup
 from ..objects.kube import (
     annotations_of,
     go_parse_int,
@@ -51,10 +53,10 @@ from ..objects.kube import (
 from ..objects.ownership import owned_objects, owned_pod_facts
 from ..objects.podfacts import PodFacts
 from ..objects.selectors import compile_workload_selector
-from ..replicaset.active_pods_with_ranks import RankedPod, TieGroup
 from ..replicaset.chain_bound import ChainBound
 from ..replicaset.replicaset_sync import Deletion, deletions_of_facts
 from ..view.cluster import ClusterView, candidate_pod_facts
+from ..view.resource import REPLICASETS
 from .argo_rollout_counts import abort_delay_set, canary_of, strategy, traffic_routed
 from .argo_rollout_sync import (
     FUTURE,
@@ -96,7 +98,7 @@ def predict_rollout(view: ClusterView, rollout: Mapping[str, Any], to_replicas: 
     """Fill `into` with the victims of setting `rollout`'s replicas to `to_replicas`."""
     namespace = namespace_of(rollout)
     claimer = _with_selector(view, rollout, into.notes)
-    replicasets = owned_objects(view.replicasets(namespace), claimer)
+    replicasets = owned_objects(view.objects_of(REPLICASETS.kind, namespace), claimer)
     if not replicasets:
         return
     all_pods = _selected_by_any(view, namespace, replicasets)
@@ -187,6 +189,18 @@ def _with_selector(view: ClusterView, rollout: Mapping[str, Any],
                            str(ref.get("name") or ""))
     selector = spec_of(target).get("selector") if target else None
     return {**rollout, "spec": {**spec, "selector": selector}}
+
+
+def referenced_template(view: ClusterView, rollout: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod template of the workload the Rollout's `workloadRef` names, which the
+    Rollouts controller takes when the Rollout has none (rollout/templateref.go); empty
+    without a reference or its object."""
+    ref = spec_of(rollout).get("workloadRef")
+    if not isinstance(ref, Mapping):
+        return {}
+    target = view.workload(str(ref.get("kind") or ""), namespace_of(rollout),
+                           str(ref.get("name") or ""))
+    return spec_of(target).get("template") or {} if target else {}
 
 
 def _selected_by_any(view: ClusterView, namespace: str,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..scale.prediction import ScalePrediction, empty_prediction, invalid_cost_notes
+from ..model.prediction import ScalePrediction, empty_prediction
+from ..replicaset.prediction import invalid_cost_notes
 from ..view.cluster import ClusterView
 from .argo_rollout import predict_rollout
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..deployment.deployment_util import scaled_int_or_percent
+from ..objects.intstr import scaled_int_or_percent
 from ..objects.kube import labels_of, spec_of, status_of
 from .cloneset_pod import PreDeleteHook
 

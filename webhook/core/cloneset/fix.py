@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..model.fix_facts import FixFacts, fitted, listed, more
 from ..replicaset.fix import by_cost
-from ..scale.fix_facts import FixFacts, fitted, listed, more
 from .cloneset_pod import SPECIFIED_DELETE_LABEL
 from .prediction import LABELLED_TO_DELETE, NAMED_AND_LABELLED, NAMED_TO_DELETE
 

@@ -28,13 +28,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..model.blocked import Blocked, Wait
+from ..model.prediction import ScalePrediction
+from ..model.ranked_pod import RankedPod, ranked_pod
+from ..model.tie_group import TieGroup
 from ..objects.kube import name_of, namespace_of, replicas_of, spec_of
 from ..objects.ownership import identity_of, points_at
 from ..objects.podfacts import PodFacts
 from ..objects.selectors import compile_workload_selector
-from ..replicaset.active_pods_with_ranks import RankedPod, TieGroup, ranked_pod
-from ..scale.prediction import Blocked, ScalePrediction
-from ..statefulset.stateful_set_control import Wait
 from ..view.cluster import ClusterView, candidate_pod_facts
 from .cloneset_pod import SPECIFIED_DELETE_LABEL, CloneSetPod
 from .cloneset_spec import CloneSetSpec

@@ -15,20 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..policy.policy import Policy
+from ..view.cluster import ClusterView
 from .node_occupancy import NodeLoad, PodRef, best_freed, freed_nodes, owner_of
 from .pod_cost import node_load
 
 
-class NodeView(Protocol):
-    """What the freed nodes are read from: a Snapshot or a LiveCluster."""
-
-    def node(self, name: str) -> Mapping[str, Any] | None: ...
-
-    def pods_on_node(self, name: str) -> list[Mapping[str, Any]]: ...
-
-
 class Removed(Protocol):
-    """A predicted victim (`active_pods_with_ranks.RankedPod`)."""
+    """A predicted victim (`model.ranked_pod.RankedPod`)."""
 
     namespace: str
     name: str
@@ -60,7 +53,7 @@ class Frees:
                 "bestFreedNodes": self.best}
 
 
-def what_victims_free(view: NodeView, policy: Policy, victims: Sequence[Removed],
+def what_victims_free(view: ClusterView, policy: Policy, victims: Sequence[Removed],
                       workload_nodes: Sequence[str]) -> Frees:
     """What deleting `victims` frees; `workload_nodes` are the nodes the workload's pods
     are on (where the best choice is looked for)."""

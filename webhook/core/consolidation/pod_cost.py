@@ -13,6 +13,7 @@ from typing import Any
 
 from ..objects.kube import name_of, namespace_of
 from ..policy.policy import Policy
+from ..view.cluster import ClusterView
 from .node_occupancy import NodeLoad, gpus_offered, occupant_of, owner_of
 from .node_rank import ranked_cost
 
@@ -30,16 +31,13 @@ def node_load(policy: Policy, node_name: str, node: Mapping[str, Any] | None,
                     gpus_offered(node, policy.gpu_resources), tuple(occupants))
 
 
-def view_node_load(policy: Policy, view: Any, node_name: str,
+def view_node_load(policy: Policy, view: ClusterView, node_name: str,
                    node: Mapping[str, Any] | None) -> NodeLoad:
-    """`node_load` from a view's pods on the node, remembered by views that can
-    (`read_node`: until a pod there changes), so a node is read once, not once per pod."""
-    read_node = getattr(view, "read_node", None)
-    if read_node is None:
-        return node_load(policy, node_name, node, view.pods_on_node(node_name))
+    """`node_load` from a view's pods on the node, remembered (`read_node`: until a pod
+    there changes), so a node is read once, not once per pod."""
     key = (policy.pool_label, policy.gpu_resources, policy.pool_of_node(node),
            gpus_offered(node, policy.gpu_resources))
-    return read_node(node_name, key, lambda pods: node_load(policy, node_name, node, pods))
+    return view.read_node(node_name, key, lambda pods: node_load(policy, node_name, node, pods))
 
 
 def wanted_cost(policy: Policy, pool: str | None, pod: Mapping[str, Any],
@@ -75,13 +73,12 @@ def with_pod(pods: Iterable[Mapping[str, Any]], pod: Mapping[str, Any],
 
 
 def cost_at_binding(policy: Policy, pool: str | None, pod: Mapping[str, Any], node_name: str,
-                    node: Mapping[str, Any], view: Any) -> int | None:
+                    node: Mapping[str, Any], view: ClusterView) -> int | None:
     """The rank a pod bound to `node_name` gets, read from the view's pods there (a
-    watch-fed cache) with the pod added; None when its pool does not consolidate or the
-    view cannot list a node's pods (the pool's cost then applies: the band's top, the
-    place of a node nobody can free, until the reconciler ranks it)."""
-    pods_on_node = getattr(view, "pods_on_node", None)
-    if not needs_load(policy, pool) or pods_on_node is None:
+    watch-fed cache) with the pod added; None when its pool does not consolidate (the
+    pool's cost then applies)."""
+    if not needs_load(policy, pool):
         return None
-    load = node_load(policy, node_name, node, with_pod(pods_on_node(node_name), pod, node_name))
+    load = node_load(policy, node_name, node,
+                     with_pod(view.pods_on_node(node_name), pod, node_name))
     return wanted_cost(policy, pool, pod, load)

@@ -14,10 +14,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..model.ranked_pod import RankedPod
+from ..model.tie_group import TieGroup
 from ..objects.kube import name_of, replicas_of, spec_of, status_of
 from ..objects.ownership import owned_pod_facts
 from ..objects.podfacts import PodFacts
-from ..replicaset.active_pods_with_ranks import RankedPod, TieGroup
 from ..replicaset.replicaset_sync import Deletion, deletions_of_facts
 from .deployment_util import (
     by_creation,

@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..objects.intstr import scaled_int_or_percent
 from ..objects.kube import (
     annotations_of,
     go_parse_int,
@@ -148,28 +149,6 @@ def resolve_fenceposts(max_surge_value: int | str | None, max_unavailable: int |
     if surge == 0 and unavailable == 0:
         unavailable = 1
     return surge, unavailable
-
-
-def scaled_int_or_percent(value: int | str | None, total: int, round_up: bool) -> int:
-    """intstr.GetScaledValueFromIntOrPercent; None counts as 0.
-
-    A string must be "<int>%" (strconv.Atoi on what precedes one trailing "%");
-    anything else raises ValueError, as Go returns an error.
-    """
-    if value is None:
-        return 0
-    if isinstance(value, bool):
-        raise ValueError(f"invalid value for IntOrString: {value!r}")
-    if isinstance(value, int):
-        return value
-    text = str(value)
-    if not text.endswith("%"):
-        raise ValueError(f"invalid value for IntOrString: {text!r} is not a percentage")
-    percent = go_parse_int(text[:-1])
-    if percent is None:
-        raise ValueError(f"invalid value for IntOrString: {text!r}")
-    scaled = float(percent) * float(total) / 100
-    return math.ceil(scaled) if round_up else math.floor(scaled)
 
 
 def find_new_replicaset(deployment: Mapping[str, Any],

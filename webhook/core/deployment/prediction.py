@@ -9,14 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..model.prediction import ScalePrediction, empty_prediction
+from ..model.tie_group import TieGroup
 from ..objects.kube import name_of, namespace_of, replicas_of, spec_of
 from ..objects.ownership import owned_objects, owned_pod_facts
 from ..objects.podfacts import PodFacts
-from ..replicaset.active_pods_with_ranks import TieGroup
-from ..replicaset.prediction import selected_by_any, tag_replicaset
+from ..replicaset.prediction import invalid_cost_notes, selected_by_any, tag_replicaset
 from ..replicaset.replicaset_sync import Deletion, deletions_of_facts
-from ..scale.prediction import ScalePrediction, empty_prediction, invalid_cost_notes
 from ..view.cluster import ClusterView, candidate_pod_facts
+from ..view.resource import REPLICASETS
 from .deployment_sync import (
     after_saturation,
     not_yet_tied,
@@ -34,7 +35,7 @@ def predict_deployment(view: ClusterView, deployment: Mapping[str, Any], to_repl
                         now_ns: int | None, burst: int) -> ScalePrediction:
     prediction = empty_prediction(deployment, to_replicas)
     namespace = namespace_of(deployment)
-    replicasets = owned_objects(view.replicasets(namespace), deployment)
+    replicasets = owned_objects(view.objects_of(REPLICASETS.kind, namespace), deployment)
     split = replicaset_targets(deployment, replicasets, to_replicas, prediction.notes)
     all_pods = selected_by_any(view, namespace, replicasets)
     furthest = after_saturation(deployment, replicasets, split, to_replicas, all_pods,

@@ -35,8 +35,9 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..replicaset.active_pods_with_ranks import RankedPod, TieGroup
-from ..replicaset.replicaset_sync import BURST_REPLICAS
+from ..model.burst_replicas import BURST_REPLICAS
+from ..model.ranked_pod import RankedPod
+from ..model.tie_group import TieGroup
 
 
 @dataclass

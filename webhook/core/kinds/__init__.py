@@ -1,6 +1,6 @@
 """The workload kinds: one record each, and every table derived from them.
 
-- resource.py        a resource type poolguard reads (pods, nodes, namespaces, ...)
 - workload_kind.py   the record of one workload kind
-- registry.py        KINDS, the one tuple of records, and the lookups derived from it
+- registry.py        KINDS, the one tuple of records, and the lookups derived from it: the
+                     only module that imports the kinds' packages
 """

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..argorollouts.argo_rollout import referenced_template
 from ..argorollouts.prediction import predict_rollout_scale
 from ..cloneset.cloneset_pod import POD_CONDITIONS as CLONESET_POD_CONDITIONS
 from ..cloneset.cloneset_pod import POD_FIELDS as CLONESET_POD_FIELDS
@@ -17,20 +18,46 @@ from ..cloneset.fix import by_specified_delete
 from ..cloneset.prediction import predict_cloneset
 from ..deployment.prediction import predict_deployment
 from ..leaderworkerset.fix import by_group
+from ..leaderworkerset.leader_statefulset import with_group_workers
 from ..leaderworkerset.prediction import predict_leader_worker_set
+from ..model.prediction import ScalePrediction
 from ..replicaset.fix import by_cost
 from ..replicaset.prediction import predict_replicaset
 from ..statefulset.fix import by_ordinal
 from ..statefulset.prediction import predict_statefulset
-from .resource import NAMESPACES, NODES, PODS, REPLICASETS, Resource
+from ..view.cluster import ClusterView
+from ..view.resource import (
+    CLONESETS,
+    DEPLOYMENTS,
+    LEADERWORKERSETS,
+    NAMESPACES,
+    NODES,
+    PODS,
+    REPLICASETS,
+    ROLLOUTS,
+    STATEFULSETS,
+    Resource,
+    workload_resource_of,
+)
 from .workload_kind import WorkloadKind
 
 DEPLOYMENT_CONTROLLER = "system:serviceaccount:kube-system:deployment-controller"
 ROLLOUTS_CONTROLLER = "system:serviceaccount:argo-rollouts:argo-rollouts"
 LWS_CONTROLLER = "system:serviceaccount:lws-system:lws-controller-manager"
 
+
+def predict_statefulset_with_groups(view: ClusterView, sts: Mapping[str, Any],
+                                    to_replicas: int, now_ns: int | None = None,
+                                    burst: int = 0) -> ScalePrediction:
+    """The StatefulSet controller's victims; when `sts` is a LeaderWorkerSet's leader
+    StatefulSet, each leader takes its group's workers (leaderworkerset/
+    leader_statefulset.py). The two kinds meet here, so neither package imports the other."""
+    return with_group_workers(view, sts, predict_statefulset(view, sts, to_replicas, now_ns,
+                                                             burst))
+
+
 KINDS: tuple[WorkloadKind, ...] = (
-    WorkloadKind(Resource("deployments", "Deployment", "apps/v1", True), ("deploy",),
+    WorkloadKind(DEPLOYMENTS, ("deploy",),
                  predict_deployment,
                  by_cost("kubectl rollout status deployment/{name} -n {namespace}"),
                  template_validated=True,
@@ -39,26 +66,24 @@ KINDS: tuple[WorkloadKind, ...] = (
     WorkloadKind(REPLICASETS, ("rs",), predict_replicaset, by_cost(), template_validated=True,
                  controller_users=(DEPLOYMENT_CONTROLLER, ROLLOUTS_CONTROLLER),
                  names_replicasets=True),
-    WorkloadKind(Resource("statefulsets", "StatefulSet", "apps/v1", True), ("sts",),
-                 predict_statefulset, by_ordinal, deletion_cost=False, template_validated=True,
-                 controller_users=(LWS_CONTROLLER,),
+    WorkloadKind(STATEFULSETS, ("sts",),
+                 predict_statefulset_with_groups, by_ordinal, deletion_cost=False,
+                 template_validated=True, controller_users=(LWS_CONTROLLER,),
                  victim_reason="ordinal outside the new range"),
     # sigs.k8s.io/lws: one replica is a group of pods (a leader and its workers).
-    WorkloadKind(Resource("leaderworkersets", "LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1",
-                          True, optional=True), ("lws",),
+    WorkloadKind(LEADERWORKERSETS, ("lws",),
                  predict_leader_worker_set, by_group, unit="group",
                  unit_parts=("leader", "workers"), deletion_cost=False,
                  template=("leaderWorkerTemplate", "workerTemplate"),
                  controller_users=(LWS_CONTROLLER,), sizes=("StatefulSet",)),
     # github.com/argoproj/argo-rollouts: a Deployment-like workload that sizes its ReplicaSets.
-    WorkloadKind(Resource("rollouts", "Rollout", "argoproj.io/v1alpha1", True, optional=True),
-                 ("ro",), predict_rollout_scale,
+    WorkloadKind(ROLLOUTS, ("ro",), predict_rollout_scale,
                  by_cost("kubectl argo rollouts status {name} -n {namespace}"),
+                 template_ref=referenced_template,
                  controller_users=(ROLLOUTS_CONTROLLER,), sizes=("ReplicaSet",)),
     # github.com/openkruise/kruise: deletes specified pods and old revisions first, then
     # by rules like a ReplicaSet's (the deletion cost counts).
-    WorkloadKind(Resource("clonesets", "CloneSet", "apps.kruise.io/v1alpha1", True,
-                          optional=True), ("clone",), predict_cloneset, by_specified_delete,
+    WorkloadKind(CLONESETS, ("clone",), predict_cloneset, by_specified_delete,
                  pod_fields=CLONESET_POD_FIELDS, pod_conditions=CLONESET_POD_CONDITIONS),
 )
 
@@ -104,14 +129,8 @@ def is_workload_object(obj: Mapping[str, Any]) -> bool:
 
 def kind_of_object(obj: Mapping[str, Any]) -> WorkloadKind | None:
     """The record of the workload kind `obj` is (see `is_workload_object`), else None."""
-    kind = BY_KIND.get(obj.get("kind") or "")
-    if kind is None:
-        return None
-    api_version = obj.get("apiVersion")
-    if (not kind.custom or not isinstance(api_version, str)
-            or api_version.rpartition("/")[0] == kind.group):
-        return kind
-    return None
+    resource = workload_resource_of(obj)
+    return None if resource is None else BY_KIND[resource.kind]
 
 
 def kind_of_ref(ref: Mapping[str, Any]) -> WorkloadKind | None:

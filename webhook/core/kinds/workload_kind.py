@@ -12,19 +12,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .resource import Resource
+from ..view.resource import Resource
 
 if TYPE_CHECKING:
-    from ..scale.fix_facts import FixFacts
-    from ..scale.prediction import ScalePrediction
+    from ..model.fix_facts import FixFacts
+    from ..model.prediction import ScalePrediction
     from ..view.cluster import ClusterView
 
 # (view, workload, to_replicas, now_ns, burst) -> the victims of that scale
 Predictor = Callable[["ClusterView", Mapping[str, Any], int, "int | None", int],
                      "ScalePrediction"]
 # The kind's own options of a violation's fix, each one thing to do now (or to wait for),
-# worded with the pods, groups and numbers of the prediction (see scale/fix_facts.py).
+# worded with the pods, groups and numbers of the prediction (see model/fix_facts.py).
 FixWording = Callable[["FixFacts"], list[str]]
+# (view, workload) -> the pod template a workload without its own takes from another object
+TemplateRef = Callable[["ClusterView", Mapping[str, Any]], Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,9 @@ class WorkloadKind:
     deletion_cost: bool = True  # whether the pod-deletion-cost annotation steers it
     # The pod template, as keys under `spec` (a LeaderWorkerSet's is its workers').
     template: tuple[str, ...] = ("template",)
+    # Where a workload without a pod template of its own takes it from, read through the
+    # view (an Argo Rollout's `workloadRef`); None when the template is always its own.
+    template_ref: TemplateRef | None = None
     # The API server validates its pod template's annotations (apps/v1 kinds): the
     # template webhook checks a deletion cost there as the API server would.
     template_validated: bool = False
@@ -114,9 +119,13 @@ class WorkloadKind:
         names = (singular, self.plural, *self.short_names)
         return (*names, f"{singular}.{self.group}", f"{self.plural}.{self.group}")
 
-    def template_of(self, workload: Mapping[str, Any]) -> Mapping[str, Any]:
-        """The workload's pod template (empty when it has none)."""
+    def template_of(self, workload: Mapping[str, Any],
+                    view: ClusterView | None = None) -> Mapping[str, Any]:
+        """The workload's pod template (empty when it has none); without one of its own,
+        the one its `template_ref` names, when a `view` is there to read it."""
         found: Any = workload.get("spec")
         for key in self.template:
             found = found.get(key) if isinstance(found, Mapping) else None
+        if not found and view is not None and self.template_ref is not None:
+            found = self.template_ref(view, workload)
         return found if isinstance(found, Mapping) else {}

@@ -11,7 +11,7 @@ nodes are cordoned first.
 
 from __future__ import annotations
 
-from ..scale.fix_facts import FixFacts, fitted_cordon, listed, more, wait_option
+from ..model.fix_facts import FixFacts, fitted_cordon, listed, more, wait_option
 from .leader_worker_set import REPLACED
 
 

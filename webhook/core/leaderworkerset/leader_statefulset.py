@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..model.blocked import Blocked
+from ..model.prediction import ScalePrediction
+from ..model.ranked_pod import RankedPod, ranked_pod
 from ..objects.kube import controller_ref, name_of, namespace_of
-from ..replicaset.active_pods_with_ranks import RankedPod, ranked_pod
-from ..scale.prediction import Blocked, ScalePrediction
 from ..view.cluster import ClusterView
 from .leader_worker_set import group_position, set_pods
 

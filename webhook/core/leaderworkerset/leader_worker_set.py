@@ -47,7 +47,10 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from ..deployment.deployment_util import scaled_int_or_percent
+from ..model.blocked import Wait
+from ..model.ranked_pod import RankedPod, ranked_pod
+from ..model.units import BLOCKED, POSSIBLE_VICTIM, SURVIVES, VICTIM
+from ..objects.intstr import scaled_int_or_percent
 from ..objects.kube import (
     annotations_of,
     go_parse_int,
@@ -58,9 +61,7 @@ from ..objects.kube import (
     status_of,
 )
 from ..objects.podfacts import PodFacts
-from ..replicaset.active_pods_with_ranks import RankedPod, ranked_pod
-from ..scale.units import BLOCKED, POSSIBLE_VICTIM, SURVIVES, VICTIM
-from ..statefulset.stateful_set_control import Wait, running_and_ready
+from ..statefulset.stateful_set_control import running_and_ready
 from ..view.cluster import ClusterView, candidate_pod_facts
 
 SET_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"

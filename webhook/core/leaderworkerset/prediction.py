@@ -8,8 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..replicaset.active_pods_with_ranks import RankedPod, TieGroup
-from ..scale.prediction import Blocked, ScalePrediction, empty_prediction
+from ..model.blocked import Blocked
+from ..model.prediction import ScalePrediction, empty_prediction
+from ..model.ranked_pod import RankedPod
+from ..model.tie_group import TieGroup
 from ..view.cluster import ClusterView
 from .leader_worker_set import (
     BLOCKED,

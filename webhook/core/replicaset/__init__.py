@@ -2,7 +2,8 @@
 
 Kubernetes: pkg/controller/replicaset and the ranking in pkg/controller/controller_utils.go.
 
-- active_pods_with_ranks.py   the comparator: the specification
+- active_pods_with_ranks.py   the comparator: the specification (its ranked pods and tie
+                              groups are the model's: model/)
 - sort_keys.py                the same order as integer keys (pinned to the comparator)
 - chain_bound.py              what any chain of syncs can delete
 - replicaset_sync.py          a ReplicaSet's scale-down, sync by sync

@@ -14,7 +14,9 @@ from collections import Counter
 from collections.abc import Sequence
 from operator import attrgetter
 
-from .active_pods_with_ranks import RankedPod, RelatedPods, TieGroup
+from ..model.ranked_pod import RankedPod
+from ..model.tie_group import TieGroup
+from .active_pods_with_ranks import RelatedPods
 
 _FACTS = attrgetter("facts")
 _RULES_1_TO_4 = attrgetter("rules_1_to_4")

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..model.fix_facts import FixFacts, fitted, listed, more
 from ..objects.deletion_cost import DELETION_COST_ANNOTATION, INT32_MIN
 from ..objects.podfacts import PHASE_ORDINAL
-from ..scale.fix_facts import FixFacts, fitted, listed, more
 
 _RUNNING = PHASE_ORDINAL["Running"]
 

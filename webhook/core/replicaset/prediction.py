@@ -6,15 +6,20 @@ Source: pkg/controller/replicaset/replica_set.go (see `replicaset_sync`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
+from itertools import compress
+from operator import attrgetter, is_not
 from typing import Any
 
+from ..model.prediction import ScalePrediction, empty_prediction
+from ..model.ranked_pod import RankedPod
+from ..objects.deletion_cost import go_quote
 from ..objects.kube import controller_ref, name_of, namespace_of, spec_of
 from ..objects.ownership import controller_of, owned_pod_facts, points_at
 from ..objects.podfacts import PodFacts
 from ..objects.selectors import compile_workload_selector
-from ..scale.prediction import ScalePrediction, empty_prediction, invalid_cost_notes
 from ..view.cluster import ClusterView, candidate_pod_facts
-from .active_pods_with_ranks import RankedPod
+from ..view.resource import REPLICASETS
 from .replicaset_sync import deletions_of_facts
 
 
@@ -47,7 +52,7 @@ def claimed_and_related(view: ClusterView,
     own = candidate_pod_facts(view, namespace, [spec_of(rs).get("selector")])[0]
     if controller is None:
         return owned_pod_facts(own, rs), []
-    siblings = [other for other in view.replicasets(namespace)
+    siblings = [other for other in view.objects_of(REPLICASETS.kind, namespace)
                 if points_at(controller_of(other), controller)]
     related = selected_by_any(view, namespace, siblings)
     only_itself = len(siblings) == 1 and (
@@ -76,3 +81,27 @@ def pods_matching_any(pods: Sequence[PodFacts],
 def tag_replicaset(pods: list[RankedPod], replicaset: str) -> None:
     for pod in pods:
         pod.replica_set = replicaset
+
+
+def invalid_cost_notes(pods: Sequence[RankedPod]) -> list[str]:
+    """Name the pods whose deletion cost the API server would reject, with the raw value.
+
+    Such values predate validation or were written around it; the ReplicaSet
+    controller counts them as 0, which may not be what their author meant.
+    """
+    flagged = list(compress(pods, map(_IS_SET, map(_INVALID_COST, pods))))
+    invalid = [f"{pod.name} ({go_quote(pod.facts.invalid_cost)})"
+               for pod in sorted(flagged, key=_NAME)]
+    if not invalid:
+        return []
+    shown = ", ".join(invalid[:5]) + (f" and {len(invalid) - 5} more" if len(invalid) > 5 else "")
+    return [f"invalid deletion cost on {shown}; the ReplicaSet controller counts it as 0"]
+
+
+_NAME = attrgetter("name")
+
+
+_INVALID_COST = attrgetter("facts.invalid_cost")
+
+
+_IS_SET = partial(is_not, None)  # x -> x is not None, in C

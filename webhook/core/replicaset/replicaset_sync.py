@@ -18,18 +18,14 @@ from itertools import compress
 from operator import attrgetter
 from typing import Any
 
+from ..model.burst_replicas import BURST_REPLICAS
+from ..model.ranked_pod import RankedPod
+from ..model.tie_group import TieGroup, possible_victims
 from ..objects.podfacts import PodFacts, rank_field
-from .active_pods_with_ranks import (
-    RankedPod,
-    RelatedPods,
-    TieGroup,
-    facts_of,
-    possible_victims,
-)
+from .active_pods_with_ranks import RelatedPods, facts_of
 from .chain_bound import ChainBound
 from .sort_keys import SortKeys, cut_tie_group, sort_group_exactly
 
-BURST_REPLICAS = 500  # pkg/controller/replicaset: BurstReplicas, deletions per sync
 GONE = -1  # RankedPod.sync of a pod a simulated sync has deleted
 _RANK_MAX = (1 << 32) - 1
 _KEY = attrgetter("key")

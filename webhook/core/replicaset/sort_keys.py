@@ -18,6 +18,8 @@ from itertools import compress
 from operator import attrgetter
 from typing import Any
 
+from ..model.ranked_pod import RankedPod, log_bucket
+from ..model.tie_group import TieGroup
 from ..objects.podfacts import (
     CLOCK_WITHIN_BITS,
     COUNT_TOP,
@@ -26,13 +28,7 @@ from ..objects.podfacts import (
     rank_field,
     uid_order_keys,
 )
-from .active_pods_with_ranks import (
-    RankedPod,
-    TieGroup,
-    compare_times,
-    facts_of,
-    log_bucket,
-)
+from .active_pods_with_ranks import compare_times, facts_of
 
 _KEY = attrgetter("key")
 _FACTS = attrgetter("facts")

@@ -1,12 +1,9 @@
 """Judging a scale: the victims per workload kind, the policy's verdict, the answer.
 
-- prediction.py     what a prediction says: victims, survivors, pods that wait
-- units.py          the unit of a replica when it is a group of pods, and its fates
 - predict.py        the victims of a scale: the kind's predictor, from the registry
 - requester.py      the answers that depend on who asks, in the webhooks' order
 - policy_verdict.py whether the policy's rules allow a prediction's worst case
 - safe_replicas.py  predict and judge in one call: the smallest safe count and the fix
-- fix_facts.py      what a violation's fix is worded from, and how its options fit a warning
 - scope.py          whether the policy applies to a scale, then judged: what
                     `/validate-scale` and `plan` share
 - clamp.py          an autoscaler's scale-down lowered to the safe count

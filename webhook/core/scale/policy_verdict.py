@@ -9,10 +9,10 @@ from operator import attrgetter, not_
 from typing import Any
 
 from ..kinds.registry import BY_KIND
+from ..model.prediction import ScalePrediction
+from ..model.ranked_pod import RankedPod
 from ..policy.policy import Policy
 from ..policy.scale_down_policy import ScaleDownPolicy
-from ..replicaset.active_pods_with_ranks import RankedPod
-from .prediction import ScalePrediction
 
 RULE_PROTECTED_LAST = "protectedLast"
 RULE_MIN_PROTECTED = "minProtectedReplicas"
@@ -325,14 +325,15 @@ def _required_text(rules: ScaleDownPolicy, prediction: ScalePrediction) -> str:
     replicas = _counted_replicas(prediction)
     required = rules.required_protected(replicas)
     value = rules.min_protected_replicas
+    units = f"{BY_KIND[prediction.kind].unit}s"  # what a replica of several pods is called
     if isinstance(value, str) and prediction.pods_per_replica != 1:
         return (f"{required} ({value} of the {replicas} pods of {prediction.to_replicas} "
-                f"groups of {prediction.pods_per_replica}, rounded up)")
+                f"{units} of {prediction.pods_per_replica}, rounded up)")
     if isinstance(value, str):
         return f"{required} ({value} of {replicas} replicas, rounded up)"
     if required > replicas and prediction.pods_per_replica != 1:
         return (f"{required}, more than the {replicas} pods of the {prediction.to_replicas} "
-                "groups asked for, so a scale to that count that removes a protected pod "
+                f"{units} asked for, so a scale to that count that removes a protected pod "
                 "always breaks it")
     if required > replicas:
         return (f"{required}, more than the {replicas} replicas asked for, "

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..kinds.registry import kind_of_object
-from ..replicaset.replicaset_sync import BURST_REPLICAS
+from ..model.burst_replicas import BURST_REPLICAS
+from ..model.prediction import ScalePrediction
 from ..view.cluster import ClusterView
-from .prediction import ScalePrediction
 
 
 def predict_scale(

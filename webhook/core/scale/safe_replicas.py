@@ -10,11 +10,13 @@ from operator import attrgetter
 from typing import Any
 
 from ..kinds.registry import BY_KIND
+from ..model.burst_replicas import BURST_REPLICAS
+from ..model.fix_facts import FixFacts
+from ..model.prediction import ScalePrediction
+from ..model.ranked_pod import RankedPod
+from ..model.units import POSSIBLE_VICTIM, SURVIVES
 from ..policy.policy import Policy
-from ..replicaset.active_pods_with_ranks import RankedPod
-from ..replicaset.replicaset_sync import BURST_REPLICAS
 from ..view.cluster import ClusterView
-from .fix_facts import FixFacts
 from .policy_verdict import (
     RULE_PROTECTED_LAST,
     PolicyVerdict,
@@ -25,8 +27,6 @@ from .policy_verdict import (
     worst_case_victims,
 )
 from .predict import predict_scale
-from .prediction import ScalePrediction
-from .units import POSSIBLE_VICTIM, SURVIVES
 
 _NODE_NAME = attrgetter("facts.node_name")
 # The most counts the webhook's quick check re-predicts one by one for a fix's safe count.

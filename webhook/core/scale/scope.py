@@ -45,18 +45,13 @@ def template_labels(workload: Mapping[str, Any],
 
     A LeaderWorkerSet's is its worker template: every worker's, and every leader's
     unless a leader template is set (sigs.k8s.io/lws leaderworkerset_controller.go,
-    `constructLeaderStatefulSetApplyConfiguration`). A Rollout with `workloadRef` has no
-    template of its own: the Rollouts controller takes the referenced workload's
-    (rollout/templateref.go), read through `view`.
+    `constructLeaderStatefulSetApplyConfiguration`). A workload without a template of its
+    own takes the one its kind's record says (`template_ref`: an Argo Rollout's
+    `workloadRef`), read through `view`.
     """
-    spec = spec_of(workload)
     kind = kind_named(workload.get("kind"))
-    template = (kind.template_of(workload) if kind else spec.get("template")) or {}
-    ref = spec.get("workloadRef")
-    if not template and view is not None and isinstance(ref, Mapping):
-        target = view.workload(str(ref.get("kind") or ""), namespace_of(workload),
-                               str(ref.get("name") or ""))
-        template = spec_of(target).get("template") or {} if target else {}
+    template = (kind.template_of(workload, view) if kind
+                else spec_of(workload).get("template")) or {}
     return ((template.get("metadata") or {}) if isinstance(template, Mapping) else {}).get(
         "labels") or {}
 

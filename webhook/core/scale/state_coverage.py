@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..kinds.registry import WORKLOAD_KINDS
+from ..kinds.registry import BY_KIND, WORKLOAD_KINDS
+from ..model.prediction import ScalePrediction
+from ..model.ranked_pod import RankedPod
 from ..objects.kube import controller_ref, labels_of, name_of, replicas_of, spec_of
 from ..objects.selectors import selector_matches
-from ..replicaset.active_pods_with_ranks import RankedPod
 from ..view.cluster import ClusterView
-from .prediction import ScalePrediction
+from ..view.resource import REPLICASETS
 
 
 def state_gaps(view: ClusterView, workload: Mapping[str, Any],
@@ -33,7 +34,7 @@ def state_gaps(view: ClusterView, workload: Mapping[str, Any],
     pods = _pods_of(prediction)
     gaps: list[str] = []
     node = view.node
-    reported, field = _reported_pods(workload, prediction.pods_per_replica)
+    reported, field = _reported_pods(workload, prediction)
     if prediction.pods_not_created:
         reported -= prediction.pods_not_created
         field += (f", less {prediction.pods_not_created} workers not created until their "
@@ -65,7 +66,7 @@ def missing_owners(view: ClusterView, workload: Mapping[str, Any],
         return []
     namespace = prediction.namespace
     seen = {pod.name for pod in _pods_of(prediction)}
-    replicasets = {name_of(rs) for rs in view.replicasets(namespace)}
+    replicasets = {name_of(rs) for rs in view.objects_of(REPLICASETS.kind, namespace)}
     missing: dict[str, dict[str, int]] = {}  # pods by owner name, by owner kind
     for pod in view.pods(namespace):
         if name_of(pod) in seen or not selector_matches(selector, labels_of(pod)):
@@ -101,13 +102,16 @@ def _pods_of(prediction: ScalePrediction) -> list[RankedPod]:
     return list(seen.values())
 
 
-def _reported_pods(workload: Mapping[str, Any], pods_per_replica: int) -> tuple[int, str]:
+def _reported_pods(workload: Mapping[str, Any],
+                   prediction: ScalePrediction) -> tuple[int, str]:
     """The pods the controller counts, and the field that says so."""
+    pods_per_replica = prediction.pods_per_replica
     status = workload.get("status")
     replicas = status.get("replicas") if isinstance(status, Mapping) else None
     field = "status.replicas"
     if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
         replicas, field = replicas_of(workload), "spec.replicas"
     if pods_per_replica > 1:
-        return replicas * pods_per_replica, f"{field} {replicas} groups of {pods_per_replica}"
+        units = f"{BY_KIND[prediction.kind].unit}s"  # what a replica of several pods is called
+        return replicas * pods_per_replica, f"{field} {replicas} {units} of {pods_per_replica}"
     return replicas, f"{field} {replicas}"

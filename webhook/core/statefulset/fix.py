@@ -11,7 +11,7 @@ claims is lost; a claim bound to a local PersistentVolume brings it back to the 
 
 from __future__ import annotations
 
-from ..scale.fix_facts import FIX_LENGTH, FixFacts, fitted_cordon, more, wait_option
+from ..model.fix_facts import FIX_LENGTH, FixFacts, fitted_cordon, more, wait_option
 
 
 def by_ordinal(facts: FixFacts) -> list[str]:

@@ -9,12 +9,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..leaderworkerset.leader_statefulset import with_group_workers
+from ..model.blocked import Blocked
+from ..model.prediction import ScalePrediction, empty_prediction
+from ..model.ranked_pod import RankedPod, ranked_pod
 from ..objects.kube import controller_ref, go_parse_int, name_of, namespace_of, spec_of
 from ..objects.ownership import identity_of, points_at
 from ..objects.podfacts import PodFacts
-from ..replicaset.active_pods_with_ranks import RankedPod, ranked_pod
-from ..scale.prediction import Blocked, ScalePrediction, empty_prediction
 from ..view.cluster import ClusterView, pod_facts
 from .stateful_set_control import condemned_fates, running_and_ready
 
@@ -57,7 +57,7 @@ def predict_statefulset(view: ClusterView, sts: Mapping[str, Any], to_replicas: 
         prediction.notes.append(f"StatefulSet {sts_name} is managed by {owner.get('kind')} "
                                 f"{owner.get('name')}, which sizes it and will undo a "
                                 "direct scale")
-    return with_group_workers(view, sts, prediction)
+    return prediction
 
 
 def _ordered_ready_notes(sts: Mapping[str, Any], members: Mapping[int, RankedPod],

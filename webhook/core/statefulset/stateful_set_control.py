@@ -24,9 +24,9 @@ the scale-down. So the state it can stall in follows from phase and Ready alone.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
+from ..model.blocked import Wait
 from ..objects.podfacts import PHASE_ORDINAL
 
 _RUNNING = PHASE_ORDINAL["Running"]
@@ -39,15 +39,6 @@ class StatefulPod(Protocol):
     phase_ordinal: int
     ready: bool
     deleting: bool
-
-
-@dataclass(frozen=True)
-class Wait:
-    """A condemned pod is deleted only once `on` (a pod name) lets the controller go on."""
-
-    on: str
-    reason: str
-    in_new_range: bool = False  # `on` is a pod the scale-down keeps
 
 
 def running_and_ready(pod: StatefulPod) -> bool:

@@ -1,33 +1,61 @@
-"""The read-only cluster view the core predicts from.
+"""The read-only cluster view: the one protocol the core, the reconciler and `plan` read.
 
 Two implementations share this interface: `Snapshot` (snapshot.py: a list of objects, e.g.
 from a state file) and the watch-fed cache in `webhook.cluster.live`. Which resources
-poolguard reads is the kind registry's (webhook/core/kinds).
+poolguard reads is the kind registry's (webhook/core/kinds), built on resource.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ..objects.podfacts import PodFacts
 from .label_index import plain_selector
+from .pods_by_node import T
 
 
 class ClusterView(Protocol):
-    """What the core reads. Implementations must not block on the network."""
+    """What poolguard reads of the cluster. Implementations must not block on the network."""
 
+    # Pods.
     def pods(self, namespace: str) -> Sequence[Mapping[str, Any]]: ...
 
     def pod(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
 
-    def replicasets(self, namespace: str) -> Sequence[Mapping[str, Any]]: ...
+    def all_pods(self) -> list[Mapping[str, Any]]:
+        """Every pod, in all namespaces."""
+        ...
 
+    # Nodes.
     def node(self, name: str) -> Mapping[str, Any] | None: ...
 
+    def nodes(self) -> list[Mapping[str, Any]]: ...
+
+    def pods_on_node(self, name: str) -> list[Mapping[str, Any]]:
+        """The pods bound to node `name`."""
+        ...
+
+    def read_node(self, name: str, key: object,
+                  compute: Callable[[list[Mapping[str, Any]]], T]) -> T:
+        """`compute(pods on node)`, remembered per node and `key` until a pod there
+        changes: a node's load is read once, not once per pod."""
+        ...
+
+    # Namespaces.
     def namespace_labels(self, name: str) -> Mapping[str, str]: ...
 
+    # Workloads, and the objects their controllers own (a Deployment's ReplicaSets).
     def workload(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None: ...
+
+    def objects_of(self, kind: str, namespace: str) -> Sequence[Mapping[str, Any]]:
+        """The namespace's objects of workload kind `kind` (`ReplicaSet`: every
+        Deployment's and Rollout's, whatever the workloads read), in the view's order."""
+        ...
+
+    def workloads(self) -> list[Mapping[str, Any]]:
+        """Every workload object, of every kind."""
+        ...
 
 
 @runtime_checkable

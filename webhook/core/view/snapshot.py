@@ -6,13 +6,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..kinds.registry import WORKLOAD_KINDS, is_workload_object
-from ..kinds.resource import REPLICASETS
 from ..objects.kube import labels_of, name_of, namespace_of
 from ..objects.podfacts import PodFacts
 from .cluster import IndexedClusterView
 from .label_index import LabelIndex
 from .pods_by_node import PodsByNode, T
+from .resource import workload_resource_of
 
 
 class Snapshot(IndexedClusterView):
@@ -23,7 +22,8 @@ class Snapshot(IndexedClusterView):
         self._facts: dict[str, list[PodFacts]] = {}
         self._labels: dict[str, LabelIndex] = {}
         self._pod_index: dict[tuple[str, str], Mapping[str, Any]] = {}
-        self._replicasets: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+        # (kind, namespace) -> the workload objects there, in the order added
+        self._objects: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
         self._nodes: dict[str, Mapping[str, Any]] = {}
         self._namespaces: dict[str, Mapping[str, str]] = {}
         self._workloads: dict[tuple[str, str, str], Mapping[str, Any]] = {}
@@ -46,9 +46,8 @@ class Snapshot(IndexedClusterView):
             self._nodes[name_of(obj)] = obj
         elif kind == "Namespace":
             self._namespaces[name_of(obj)] = labels_of(obj)
-        if kind == REPLICASETS.kind:
-            self._replicasets[namespace_of(obj)].append(obj)
-        if kind in WORKLOAD_KINDS and is_workload_object(obj):
+        if workload_resource_of(obj) is not None:
+            self._objects[(kind, namespace_of(obj))].append(obj)
             self._workloads[(kind, namespace_of(obj), name_of(obj))] = obj
 
     def pods(self, namespace: str) -> Sequence[Mapping[str, Any]]:
@@ -96,8 +95,8 @@ class Snapshot(IndexedClusterView):
     def all_pods(self) -> list[Mapping[str, Any]]:
         return [pod for pods in self._pods.values() for pod in pods]
 
-    def replicasets(self, namespace: str) -> Sequence[Mapping[str, Any]]:
-        return self._replicasets.get(namespace, [])
+    def objects_of(self, kind: str, namespace: str) -> Sequence[Mapping[str, Any]]:
+        return self._objects.get((kind, namespace), [])
 
     def node(self, name: str) -> Mapping[str, Any] | None:
         return self._nodes.get(name)

@@ -18,21 +18,16 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ...objects.kube import name_of, namespace_of
 from ...objects.ownership import Controller, controller_of
 from ...policy.policy import Policy
+from ...view.cluster import ClusterView
 from .home_pool import home_of
 from .resource_requests import CPU, MEMORY, pod_requests
 from .scheduling_fit import admits
-from .settled import WorkloadView, unsettled_reason, workload_of
-
-
-class PodView(WorkloadView, Protocol):
-    """What the classification reads beyond the workloads: a namespace's pods."""
-
-    def pods(self, namespace: str) -> Sequence[Mapping[str, Any]]: ...
+from .settled import unsettled_reason, workload_of
 
 
 @dataclass(frozen=True)
@@ -77,7 +72,7 @@ class TargetNode:
 class Classifier:
     """Classifies the GPU pods of one view, reading each controller's pods once."""
 
-    def __init__(self, view: PodView, policy: Policy, targets: Sequence[TargetNode],
+    def __init__(self, view: ClusterView, policy: Policy, targets: Sequence[TargetNode],
                  held: Mapping[str, str] | None = None) -> None:
         self.view = view
         self.policy = policy

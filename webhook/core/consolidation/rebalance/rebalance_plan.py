@@ -13,24 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from ...objects.kube import name_of, namespace_of
 from ...policy.policy import Policy
+from ...view.cluster import ClusterView
 from ..freed_nodes import FreedNode
 from ..pod_cost import node_load
 from .node_choice import Candidate, Choice, choose_nodes
-from .overflow_pods import Classifier, Mover, PodView, Stayer, TargetNode
+from .overflow_pods import Classifier, Mover, Stayer, TargetNode
 from .resource_requests import CPU, MEMORY, PODS
 from .room import free_room
-
-
-class RebalanceView(PodView, Protocol):
-    """What the plan reads: every node, and the pods bound to one."""
-
-    def nodes(self) -> list[Mapping[str, Any]]: ...
-
-    def pods_on_node(self, name: str) -> list[Mapping[str, Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -64,7 +57,7 @@ class RebalancePlan:
         }
 
 
-def plan_rebalance(view: RebalanceView, policy: Policy,
+def plan_rebalance(view: ClusterView, policy: Policy,
                    held: Mapping[str, str] | None = None) -> RebalancePlan:
     """The rebalance plan for the cluster `view` holds, under `policy`; the workloads in
     `held` (ref -> why) do not move."""
@@ -89,7 +82,7 @@ def plan_rebalance(view: RebalanceView, policy: Policy,
     return plan
 
 
-def _read_node(view: RebalanceView, policy: Policy, classifier: Classifier,
+def _read_node(view: ClusterView, policy: Policy, classifier: Classifier,
                node: Mapping[str, Any], pool: str
                ) -> tuple[Candidate | None, list[Stayer]]:
     """(the node as a candidate, or None; the pods on it that stay)."""

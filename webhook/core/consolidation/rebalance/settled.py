@@ -22,22 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ...kinds.registry import WORKLOAD_KINDS
-from ...kinds.resource import REPLICASETS
 from ...objects.kube import meta, name_of, replicas_of, spec_of, status_of
 from ...objects.ownership import controller_of
+from ...view.cluster import ClusterView
+from ...view.resource import REPLICASETS
 
 GROUP_KIND = "LeaderWorkerSet"
-
-
-class WorkloadView(Protocol):
-    """What the walk reads: ReplicaSets and workloads by name."""
-
-    def replicasets(self, namespace: str) -> Sequence[Mapping[str, Any]]: ...
-
-    def workload(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None: ...
 
 
 @dataclass(frozen=True)
@@ -50,7 +43,7 @@ class Workload:
     why_not: str = ""
 
 
-def workload_of(view: WorkloadView, pod: Mapping[str, Any], namespace: str) -> Workload:
+def workload_of(view: ClusterView, pod: Mapping[str, Any], namespace: str) -> Workload:
     """The serving workload the pod belongs to, walking its controller references up."""
     controller = controller_of(pod)
     if controller is None:
@@ -105,10 +98,10 @@ def pod_unsettled(pod: Mapping[str, Any]) -> str | None:
     return "is not Ready"
 
 
-def _find(view: WorkloadView, kind: str, namespace: str, name: str
+def _find(view: ClusterView, kind: str, namespace: str, name: str
           ) -> Mapping[str, Any] | None:
     if kind == REPLICASETS.kind:
-        for replicaset in view.replicasets(namespace):
+        for replicaset in view.objects_of(REPLICASETS.kind, namespace):
             if name_of(replicaset) == name:
                 return replicaset
     return view.workload(kind, namespace, name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from ..replicaset.active_pods_with_ranks import RankedPod
+    from .ranked_pod import RankedPod
 
 # A unit's fate, as plan names a pod's.
 VICTIM, BLOCKED, SURVIVES = "victim", "blocked", "survives"

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..replicaset.active_pods_with_ranks import RankedPod
-from ..statefulset.stateful_set_control import Wait
+from .blocked import Wait
 from .prediction import ScalePrediction
+from .ranked_pod import RankedPod
 
 # 256 (the API server's cut of a warning) less "poolguard fix: ".
 FIX_LENGTH = 240

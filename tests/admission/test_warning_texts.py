@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from webhook.core.text import warning_texts
+from webhook.admission.warning_texts import warning_texts
 
 DENIAL = ("poolguard [protectedLast] would delete protected-pool pod llm-serve-7c9d8f6b5-x7k2p "
           "(node gpu-inf-1, pool inference) while llm-serve-7c9d8f6b5-k4z9s (node gpu-hyb-2, "

@@ -1,37 +1,38 @@
 """What a scale's prediction says: the victims, the survivors, the pods that wait.
 
 Each controller's package predicts its own kind (replicaset/prediction.py,
-deployment/prediction.py, ...); `predict.py` picks the kind's predictor from the registry.
+deployment/prediction.py, ...) as this one type; the judge (scale/) reads it, whatever
+the kind, and picks the kind's predictor from the registry.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import partial
-from itertools import compress
-from operator import attrgetter, is_not
-from typing import Any
+from typing import Any, Protocol
 
-from ..objects.deletion_cost import go_quote
 from ..objects.kube import name_of, namespace_of, replicas_of
-from ..replicaset.active_pods_with_ranks import RankedPod, TieGroup, possible_victims
-from ..replicaset.chain_bound import ChainBound
-from ..statefulset.stateful_set_control import Wait
+from .blocked import Blocked
+from .ranked_pod import RankedPod
+from .tie_group import TieGroup, possible_victims
 from .units import ReplicaUnit
 
 
-@dataclass
-class Blocked:
-    """A pod the scale-down removes only after the controller stops waiting (`wait`)."""
-
-    pod: RankedPod
-    wait: Wait
+class PrefixChain(Protocol):
+    """Along a prediction's `prefix_order`, what every chain of syncs can delete (a
+    ReplicaSet's BurstReplicas syncs: replicaset/chain_bound.py)."""
 
     @property
-    def waiting_on(self) -> str:
-        """The pod the controller waits on."""
-        return self.wait.on
+    def per_node(self) -> Mapping[str, int]:
+        """Related active pods per node before the scale-down: a node's rank."""
+        ...
+
+    def cut(self, removed: int) -> tuple[int, int, int] | None:
+        """(start, end, lowest rank) of the pods in doubt when the first `removed` of the
+        order go; None when every chain deletes the same pods."""
+        ...
+
+
 
 
 @dataclass
@@ -63,7 +64,7 @@ class ScalePrediction:
     prefix_order: list[RankedPod] | None = None
     # Along `prefix_order`, what every chain of syncs can delete (scale-downs larger than
     # one sync); None for StatefulSets, which delete by ordinal.
-    prefix_chain: ChainBound | None = None
+    prefix_chain: PrefixChain | None = None
     # Kinds whose replica is a group of pods that goes whole (the kind's `unit`): every
     # unit with its fate, highest index first; None when a replica is one pod.
     units: list[ReplicaUnit] | None = None
@@ -86,27 +87,3 @@ def empty_prediction(workload: Mapping[str, Any], to_replicas: int) -> ScalePred
         from_replicas=replicas_of(workload),
         to_replicas=to_replicas,
     )
-
-
-def invalid_cost_notes(pods: Sequence[RankedPod]) -> list[str]:
-    """Name the pods whose deletion cost the API server would reject, with the raw value.
-
-    Such values predate validation or were written around it; the ReplicaSet
-    controller counts them as 0, which may not be what their author meant.
-    """
-    flagged = list(compress(pods, map(_IS_SET, map(_INVALID_COST, pods))))
-    invalid = [f"{pod.name} ({go_quote(pod.facts.invalid_cost)})"
-               for pod in sorted(flagged, key=_NAME)]
-    if not invalid:
-        return []
-    shown = ", ".join(invalid[:5]) + (f" and {len(invalid) - 5} more" if len(invalid) > 5 else "")
-    return [f"invalid deletion cost on {shown}; the ReplicaSet controller counts it as 0"]
-
-
-_NAME = attrgetter("name")
-
-
-_INVALID_COST = attrgetter("facts.invalid_cost")
-
-
-_IS_SET = partial(is_not, None)  # x -> x is not None, in C
