@@ -1,16 +1,18 @@
-"""The shape of the code: no import cycle, a pure core, modules of a readable size.
+"""The shape of the code: no import cycle, a pure core in layers, modules of a readable size.
 
-- No import cycle anywhere in the repository: webhook/, certs/, bench/ and tests/.
+- No import cycle anywhere in the repository: webhook/, certs/, bench/ and tests/, and
+  none between the packages of webhook/ either (a cycle of packages is a tangle even when
+  each module's imports are acyclic).
 - webhook/core is the shared truth of the admission server, the reconciler and `plan`,
   so it must stay free of I/O: it imports only the standard library and itself, and
   never opens a file, a socket or a process. The reconciler's decision (webhook/
   reconciler/decide.py) is held to the same rule, with the core as its only project
   import.
-- A module of webhook/ or certs/ has at most MAX_LINES lines, unless its docstring says
-  why it needs more: a paragraph that starts with `Size:` and gives the reason, e.g.
-
-      Size: the cache and the reflectors that feed it share one lock and one store.
-
+- The core's packages stand in layers (CORE_LAYERS): a package imports only its own
+  layer and the ones below. The kind packages (one per controller) are reached only
+  through the registry, `webhook.core.kinds`: nothing else in webhook/ names a kind.
+- A module of webhook/ or certs/ has at most MAX_LINES lines; a module of tests/ or
+  bench/ at most MAX_TEST_LINES.
 - Nothing edits `sys.path`: the packages are imported from the repository root
   (pytest's root, `python -m bench.<name>`, `python -m webhook`).
 """
@@ -27,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("webhook", "certs", "bench", "tests")
 SIZED = ("webhook", "certs")  # the packages held to MAX_LINES
 MAX_LINES = 450
+MAX_TEST_LINES = 800  # tests/ and bench/
 # Standard-library modules that reach files, sockets, processes or the environment.
 IO_MODULES = {"os", "io", "pathlib", "shutil", "tempfile", "socket", "ssl", "subprocess",
               "http", "urllib", "select", "selectors", "asyncio", "signal", "mmap", "glob",
@@ -143,38 +146,14 @@ def test_pure_modules_do_no_io(name: str) -> None:
 # --- module size ---------------------------------------------------------------------
 
 
-def size_reason(source: str) -> str | None:
-    """The reason a module's docstring gives for its size (its `Size:` paragraph), or None."""
-    docstring = ast.get_docstring(ast.parse(source)) or ""
-    paragraphs = [" ".join(p.split()) for p in docstring.split("\n\n")]
-    for paragraph in paragraphs:
-        if paragraph.startswith("Size:"):
-            reason = paragraph.removeprefix("Size:").strip()
-            return reason if len(reason.split()) >= 5 else None
-    return None
-
-
-def test_modules_over_the_size_limit_say_why() -> None:
-    unexplained = []
+def test_no_module_is_over_the_size_limit() -> None:
+    over = []
     for name, path in sorted(MODULES.items()):
-        if name.partition(".")[0] not in SIZED:
-            continue
-        source = path.read_text(encoding="utf-8")
-        lines = len(source.splitlines())
-        if lines > MAX_LINES and size_reason(source) is None:
-            unexplained.append(f"{path.relative_to(REPO)}: {lines} lines")
-    assert not unexplained, (f"over {MAX_LINES} lines with no `Size:` paragraph in the "
-                             "docstring saying why: " + ", ".join(unexplained))
-
-
-def test_the_size_reason_is_read_from_the_docstring() -> None:
-    stated = '"""A module.\n\nSize: one parser per command, beside the code reading it.\n"""'
-    assert size_reason(stated) == "one parser per command, beside the code reading it."
-    wrapped = '"""A module.\n\nSize: one parser per command,\nbeside the code reading it.\n"""'
-    assert size_reason(wrapped) == "one parser per command, beside the code reading it."
-    assert size_reason('"""A module.\n\nSize: big.\n"""') is None  # no reason given
-    assert size_reason('"""A module of some Size: mentioned in passing."""') is None
-    assert size_reason('# Size: a comment is not the docstring, it says nothing\n') is None
+        limit = MAX_LINES if name.partition(".")[0] in SIZED else MAX_TEST_LINES
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > limit:
+            over.append(f"{path.relative_to(REPO)}: {lines} lines (at most {limit})")
+    assert not over, "split by concept: " + ", ".join(over)
 
 
 # --- sys.path -------------------------------------------------------------------------
@@ -218,21 +197,100 @@ def test_sys_path_edits_are_seen() -> None:
     assert edits_sys_path("import sys\nprint(sys.path[0], sys.path.index('x'))\n") == []
 
 
-# The lowest core packages and the only core packages each may import: the objects read API
-# dicts and know nothing of poolguard; the policy is read by cost and consolidation, never
-# the reverse.
-LEAVES = {
-    "webhook.core.objects": ("webhook.core.objects", "webhook.core.errors"),
-    "webhook.core.policy": ("webhook.core.policy", "webhook.core.objects", "webhook.core.errors"),
-}
+# --- packages and layers --------------------------------------------------------------
+
+# The core's packages from the bottom up. A package imports only packages of its own layer
+# and the layers below (and, by test_no_package_cycles, never one that imports it back).
+# The objects read API dicts and know nothing of poolguard; the model is what every kind
+# returns; the policy is read by cost, consolidation and scale, never the reverse; the kind
+# packages port one controller each and build on the model and the view; the registry
+# (`kinds`) is the one joint between them and the rest.
+KIND_PACKAGES = ("replicaset", "deployment", "statefulset", "leaderworkerset",
+                 "argorollouts", "cloneset")
+CORE_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "objects"),
+    ("model", "policy"),
+    ("view",),
+    KIND_PACKAGES,
+    ("kinds",),
+    ("cost", "consolidation", "scale"),
+)
+LAYER_OF = {f"webhook.core.{package}": level
+            for level, packages in enumerate(CORE_LAYERS) for package in packages}
+KINDS = tuple(f"webhook.core.{package}" for package in KIND_PACKAGES)
+REGISTRY = "webhook.core.kinds"
 
 
-@pytest.mark.parametrize("package", sorted(LEAVES))
-def test_the_low_core_packages_import_nothing_above_them(package: str) -> None:
-    allowed = LEAVES[package]
-    above = [f"{name}:{line} imports {target}"
-             for name in CORE if name == package or name.startswith(package + ".")
-             for target, line in imports_of(name)
-             if target.startswith("webhook.") and not any(
-                 target == low or target.startswith(low + ".") for low in allowed)]
-    assert above == []
+def package_of(module: str) -> str:
+    """The package a module belongs to, as the layers are drawn: `webhook.core.scale.clamp`
+    -> `webhook.core.scale`, `webhook.cli.plan` -> `webhook.cli`, `webhook.errors` ->
+    `webhook.errors`."""
+    parts = module.split(".")
+    return ".".join(parts[:3] if parts[:2] == ["webhook", "core"] else parts[:2])
+
+
+def package_imports() -> dict[str, set[tuple[str, str, int]]]:
+    """For each package of webhook/: (imported package, importing module, line) for every
+    import of another package of webhook/."""
+    found: dict[str, set[tuple[str, str, int]]] = {}
+    for name in MODULES:
+        if not name.startswith("webhook."):
+            continue
+        here = package_of(name)
+        edges = found.setdefault(here, set())
+        for target, line in imports_of(name):
+            if target.startswith("webhook.") and package_of(target) != here:
+                edges.add((package_of(target), name, line))
+    return found
+
+
+def test_no_package_cycles() -> None:
+    graph = {package: {target for target, _, _ in edges}
+             for package, edges in package_imports().items()}
+    for targets in graph.values():
+        graph.update({t: graph.get(t, set()) for t in targets})
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+
+
+def test_every_core_package_has_a_layer() -> None:
+    packages = {package_of(name) for name in CORE if name != "webhook.core"}
+    assert packages == set(LAYER_OF), "add the package to CORE_LAYERS"
+
+
+Edge = tuple[str, str, int]  # (imported package, importing module, line)
+
+
+def above_its_layer(package: str, edges: set[Edge]) -> list[str]:
+    """The imports of `package` that reach a higher layer (or a package with none)."""
+    return [f"{name}:{line} imports {target} (layer {LAYER_OF.get(target)} > "
+            f"{LAYER_OF[package]})" for target, name, line in sorted(edges)
+            if target != "webhook.core" and LAYER_OF.get(target, 99) > LAYER_OF[package]]
+
+
+def reaching_kinds(imports: dict[str, set[Edge]]) -> list[str]:
+    """The imports of a kind package from anywhere but another kind or the registry."""
+    return [f"{name}:{line} imports {target}" for package, edges in sorted(imports.items())
+            if package not in KINDS and package != REGISTRY
+            for target, name, line in sorted(edges) if target in KINDS]
+
+
+@pytest.mark.parametrize("package", sorted(LAYER_OF))
+def test_a_core_package_imports_only_its_layer_and_below(package: str) -> None:
+    assert above_its_layer(package, package_imports().get(package, set())) == []
+
+
+def test_only_the_registry_imports_the_kind_packages() -> None:
+    assert reaching_kinds(package_imports()) == []
+
+
+def test_the_layer_checks_see_violations() -> None:
+    assert package_of("webhook.core.scale.clamp") == "webhook.core.scale"
+    assert package_of("webhook.cli.plan") == "webhook.cli"
+    judge = ("webhook.core.scale", "webhook.core.replicaset.fix", 3)
+    assert above_its_layer("webhook.core.replicaset", {judge}) == [
+        "webhook.core.replicaset.fix:3 imports webhook.core.scale (layer 5 > 3)"]
+    assert above_its_layer("webhook.core.scale", {("webhook.core.model", "m", 1)}) == []
+    kind = ("webhook.core.replicaset", "webhook.cli.plan_document", 22)
+    assert reaching_kinds({"webhook.cli": {kind}}) == [
+        "webhook.cli.plan_document:22 imports webhook.core.replicaset"]
+    assert reaching_kinds({REGISTRY: {kind}, "webhook.core.deployment": {kind}}) == []
