@@ -3,7 +3,9 @@
 - prediction.py     what a prediction says: victims, survivors, pods that wait
 - units.py          the unit of a replica when it is a group of pods, and its fates
 - predict.py        the victims of a scale: the kind's predictor, from the registry
-- requester.py      the answers that depend on who asks, in the webhooks' order
+- answer.py         the answer to a scale request, in the webhooks' order: what
+                    `/validate-scale`, `/mutate-scale` and `plan` ask
+- requester.py      who asks: exempt users, clamped requesters, the notes they get
 - policy_verdict.py whether the policy's rules allow a prediction's worst case
 - safe_replicas.py  predict and judge in one call: the smallest safe count and the fix
 - fix_facts.py      what a violation's fix is worded from, and how its options fit a warning
