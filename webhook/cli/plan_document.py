@@ -174,7 +174,7 @@ def plan_document(view: ClusterView, policy: Policy, assessment: JudgedScale,
         elif pod.replica_set in first_survivor:
             entry["reason"] = deciding_rule(pod, first_survivor[pod.replica_set])
         else:
-            entry["reason"] = "every pod of its ReplicaSet goes"
+            entry["reason"] = kind.every_pod_goes
         entry["costWriter"] = pod.facts.cost_writer or None
         if pod.facts.cost_writer:
             entry["reason"] += f" (cost written by {pod.facts.cost_writer})"
@@ -232,7 +232,8 @@ def _pod_entries(view: ClusterView, policy: Policy, assessment: JudgedScale,
     prediction = assessment.prediction
     possible = {id(p) for p in prediction.possible_victims}
     blocked = {id(b.pod): f"waits on {b.waiting_on}: {b.wait.reason}" for b in prediction.blocked}
-    why_possible = _why_possible(prediction.tie_groups, prediction.victims)
+    why_possible = _why_possible(BY_KIND[prediction.kind], prediction.tie_groups,
+                                 prediction.victims)
     entries = []
     for index, pod in enumerate([*prediction.victims, *(b.pod for b in prediction.blocked),
                                  *prediction.survivors]):
@@ -275,7 +276,8 @@ def _unit_entries(view: ClusterView, policy: Policy, kind: WorkloadKind,
     return entries
 
 
-def _why_possible(tie_groups: list[TieGroup], victims: list[RankedPod]) -> dict[int, str]:
+def _why_possible(kind: WorkloadKind, tie_groups: list[TieGroup],
+                  victims: list[RankedPod]) -> dict[int, str]:
     """For each possible victim (by id), why it might go instead of a predicted victim."""
     victim_ids = {id(p) for p in victims}
     reasons: dict[int, str] = {}
@@ -292,6 +294,5 @@ def _why_possible(tie_groups: list[TieGroup], victims: list[RankedPod]) -> dict[
                     f"{len(group.members)} are deleted; age, restarts and the controller's "
                     "order decide which")
             else:
-                reasons[id(pod)] = ("goes instead of a predicted victim if the ReplicaSets "
-                                    "are synced in another order")
+                reasons[id(pod)] = kind.sync_order_decides
     return reasons
