@@ -23,8 +23,9 @@ from ..core.model.units import ReplicaUnit
 from ..core.objects.kube import name_of, namespace_of, replicas_of
 from ..core.policy.policy import Policy, policy_for
 from ..core.policy.pool_coverage import PoolCoverage
+from ..core.scale.answer import ScaleOutcome, ScaleRequest, answer_scale
 from ..core.scale.policy_verdict import placement
-from ..core.scale.requester import answer_requester
+from ..core.scale.requester import clamps
 from ..core.scale.safe_replicas import JudgedScale
 from ..core.scale.scope import out_of_scope_reason, preview_scale
 from ..core.scale.state_coverage import state_gaps
@@ -88,13 +89,33 @@ def plan_workload(view: ClusterView, policy: Policy, workload: Mapping[str, Any]
     document["enforcement"] = (policy.scale_down.requester_enforcement(as_user)
                                or document["enforcement"])
     if as_user is not None and replicas < replicas_of(workload):
-        answer = answer_requester(view, policy, workload, replicas, replicas_of(workload),
-                                  now_ns, as_user)
-        # A clamp needs the pods a verdict needs: an unchecked verdict gets none.
-        if answer is not None and (answer.clamp is None or document["allowed"] is not None):
-            document["allowed"], document["requesterNote"] = True, answer.note
-            document["clampedTo"] = answer.clamp.replicas if answer.clamp else None
+        _answer_requester(document, view, policy, workload, replicas, now_ns, as_user)
     return document
+
+
+def _answer_requester(document: dict[str, Any], view: ClusterView, policy: Policy,
+                      workload: Mapping[str, Any], replicas: int, now_ns: int | None,
+                      as_user: str) -> None:
+    """What the webhooks answer `as_user` instead of the verdict (an exempt user, an
+    owner-sized workload, a clamp), in the document; nothing when the verdict is the
+    answer. A requester under clamp is answered as the chain of both webhooks answers it:
+    `/mutate-scale` first."""
+    request = ScaleRequest(kind=str(workload.get("kind") or ""),
+                           namespace=namespace_of(workload), name=name_of(workload),
+                           to_replicas=replicas, from_replicas=replicas_of(workload),
+                           username=as_user, workload=workload)
+    answer = answer_scale(request, view, policy, now_ns, clamp=clamps(policy, as_user),
+                          assess=False)
+    if answer.outcome not in _REQUESTER_ANSWERS:
+        return
+    # A clamp needs the pods a verdict needs: an unchecked verdict gets none.
+    if answer.clamp is None or document["allowed"] is not None:
+        document["allowed"], document["requesterNote"] = True, answer.note
+        document["clampedTo"] = answer.clamp.replicas if answer.clamp else None
+
+
+# The answers a requester gets instead of the verdict.
+_REQUESTER_ANSWERS = (ScaleOutcome.EXEMPT_USER, ScaleOutcome.OWNER_DECIDED, ScaleOutcome.CLAMPED)
 
 
 def _namespace_gap(view: ClusterView, policy: Policy, workload: Mapping[str, Any]) -> list[str]:
@@ -155,7 +176,7 @@ def plan_document(view: ClusterView, policy: Policy, assessment: JudgedScale,
         elif pod.replica_set in first_survivor:
             entry["reason"] = deciding_rule(pod, first_survivor[pod.replica_set])
         else:
-            entry["reason"] = "every pod of its ReplicaSet goes"
+            entry["reason"] = kind.every_pod_goes
         entry["costWriter"] = pod.facts.cost_writer or None
         if pod.facts.cost_writer:
             entry["reason"] += f" (cost written by {pod.facts.cost_writer})"
@@ -213,7 +234,8 @@ def _pod_entries(view: ClusterView, policy: Policy, assessment: JudgedScale,
     prediction = assessment.prediction
     possible = {id(p) for p in prediction.possible_victims}
     blocked = {id(b.pod): f"waits on {b.waiting_on}: {b.wait.reason}" for b in prediction.blocked}
-    why_possible = _why_possible(prediction.tie_groups, prediction.victims)
+    why_possible = _why_possible(BY_KIND[prediction.kind], prediction.tie_groups,
+                                 prediction.victims)
     entries = []
     for index, pod in enumerate([*prediction.victims, *(b.pod for b in prediction.blocked),
                                  *prediction.survivors]):
@@ -256,7 +278,8 @@ def _unit_entries(view: ClusterView, policy: Policy, kind: WorkloadKind,
     return entries
 
 
-def _why_possible(tie_groups: list[TieGroup], victims: list[RankedPod]) -> dict[int, str]:
+def _why_possible(kind: WorkloadKind, tie_groups: list[TieGroup],
+                  victims: list[RankedPod]) -> dict[int, str]:
     """For each possible victim (by id), why it might go instead of a predicted victim."""
     victim_ids = {id(p) for p in victims}
     reasons: dict[int, str] = {}
@@ -273,6 +296,5 @@ def _why_possible(tie_groups: list[TieGroup], victims: list[RankedPod]) -> dict[
                     f"{len(group.members)} are deleted; age, restarts and the controller's "
                     "order decide which")
             else:
-                reasons[id(pod)] = ("goes instead of a predicted victim if the ReplicaSets "
-                                    "are synced in another order")
+                reasons[id(pod)] = kind.sync_order_decides
     return reasons

@@ -1,11 +1,10 @@
 """What a pod needs from the reconciler, decided from a cached view (pure: no I/O).
 
-The cost itself is the webhooks' decision (`webhook.core.cost.mutation.decide_cost`): a
-governed, scheduled pod on a known node gets its pool's cost, or in a pool that
-consolidates its node's rank (`webhook.core.consolidation.pod_cost`, read from the pods
-on the node); a value a person set (no poolguard marker, or a marker that no longer
-matches) is kept. This module adds only
-what the reconciler rules out before asking (pods it never touches, and why) and which
+The cost itself is the webhooks' decision (`webhook.core.consolidation.pod_cost.pod_cost`):
+a governed, scheduled pod on a known node gets its pool's cost, or in a pool that
+consolidates its node's rank (read from the pods on the node); a value a person set (no
+poolguard marker, or a marker that no longer matches) is kept. This module adds only what
+the reconciler rules out before asking (pods it never touches, and why) and which
 of poolguard's annotations `--cleanup` removes.
 """
 
@@ -14,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from ..core.consolidation.pod_cost import needs_load, view_node_load, wanted_cost
-from ..core.cost.mutation import KEEP, SET, UNCHANGED, CostDecision, decide_cost, is_governed
+from ..core.consolidation.pod_cost import pod_cost
+from ..core.cost.mutation import KEEP, SET, UNCHANGED, CostDecision, is_governed
 from ..core.objects.deletion_cost import (
     DELETION_COST_ANNOTATION,
     MANAGED_COST_ANNOTATION,
@@ -65,15 +64,8 @@ def verdict_for(pod: Obj, policy: Policy, view: ClusterView,
     skip = skip_reason(pod, policy, view, excluded_namespaces)
     if skip:
         return PodNeed(SKIPPED, skip)
-    node_name = spec_of(pod).get("nodeName")
-    node = view.node(node_name)
-    pool = policy.pool_of_node(node)
-    cost = None
-    if node is not None and needs_load(policy, pool):
-        load = view_node_load(policy, view, node_name, node)
-        cost = wanted_cost(policy, pool, pod, load)
-    decision = decide_cost(policy, annotations_of(pod), pool, pool_known=node is not None,
-                           cost=cost)
+    decision = pod_cost(pod, view.node(spec_of(pod).get("nodeName")), view, policy)
+    assert decision is not None  # a scheduled pod's pool is its node's, known or not
     if decision.action == SET:
         return PodNeed(PATCH, decision=decision)
     if decision.action == UNCHANGED:

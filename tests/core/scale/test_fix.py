@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from tests.cli.test_twin import rolling
 from tests.support import cloneset_factories as cf
 from tests.support import factories as f
 from tests.support import lws_factories as lf
+from tests.support.scale_matrix import rolling
 from webhook.core.model.fix_facts import fitted, more
 from webhook.core.objects.kube import parse_time_ns
 from webhook.core.policy.policy import parse_policy

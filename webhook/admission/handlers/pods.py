@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...core.consolidation.pod_cost import cost_at_binding
-from ...core.cost.mutation import SET, annotation_patch, decide_cost, is_governed, pinned_pool
+from ...core.consolidation.pod_cost import pod_cost
+from ...core.cost.mutation import SET, annotation_patch, is_governed
 from ...core.objects.deletion_cost import InvalidDeletionCost, check_deletion_cost, go_quote
 from ...core.objects.kube import annotations_of, labels_of, spec_of
 from ...core.objects.shape import check_placement_shape
@@ -30,16 +30,14 @@ def review_pod_create(request: AdmissionRequest, ctx: Context) -> Decision:
     if not is_governed(ctx.policy, ctx.view.namespace_labels(namespace), labels_of(pod)):
         return Decision(allow(request), Outcome.NOT_GOVERNED)
     node_name = spec_of(pod).get("nodeName")
-    if node_name:
-        node = ctx.view.node(node_name)
-        if node is None:
-            return Decision(allow(request), Outcome.NODE_UNKNOWN)
-        pool = ctx.policy.pool_of_node(node)
-    else:
-        pool = pinned_pool(ctx.policy, pod)
-        if pool is None:
-            return Decision(allow(request), Outcome.POOL_UNKNOWN)  # the binding webhook sets it
-    decision = decide_cost(ctx.policy, annotations_of(pod), pool)
+    node = ctx.view.node(node_name) if node_name else None
+    if node_name and node is None:
+        return Decision(allow(request), Outcome.NODE_UNKNOWN)
+    # Not ranked here (the node's pods are not read on this hot path): the reconciler
+    # ranks a pod created on a consolidating pool's node.
+    decision = pod_cost(pod, node, None, ctx.policy)
+    if decision is None:
+        return Decision(allow(request), Outcome.POOL_UNKNOWN)  # the binding webhook sets it
     outcome = Outcome(decision.action)
     if decision.action != SET:
         return Decision(allow(request), outcome)
@@ -73,9 +71,8 @@ def review_binding(request: AdmissionRequest, ctx: Context) -> Decision:
         return Decision(allow(request), Outcome.NODE_UNKNOWN)
     # The Binding's annotations overwrite the pod's, so decide on both together.
     merged = {**annotations_of(pod), **annotations_of(binding)}
-    pool = ctx.policy.pool_of_node(node)
-    rank = cost_at_binding(ctx.policy, pool, pod, target["name"], node, ctx.view)
-    decision = decide_cost(ctx.policy, merged, pool, cost=rank)
+    decision = pod_cost(pod, node, ctx.view, ctx.policy, at_binding=True, annotations=merged)
+    assert decision is not None  # a known node's pool is known
     outcome = Outcome(decision.action)
     if decision.action != SET:
         return Decision(allow(request), outcome)

@@ -5,18 +5,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...core.objects.deletion_cost import INT32_MAX
-from ...core.objects.kube import replicas_of, spec_of
-from ...core.policy.policy import policy_for
-from ...core.scale.clamp import clamp_scale_down
+from ...core.scale.answer import ScaleAnswer, ScaleOutcome, ScaleRequest, answer_scale
 from ...core.scale.owner_sizing import owner_warnings
-from ...core.scale.requester import clamps, is_exempt, unchecked_answer
+from ...core.scale.requester import clamps, is_exempt
 from ...core.scale.safe_replicas import JudgedScale
-from ...core.scale.scope import decide_scale
-from ..review import AdmissionRequest, BadReview, allow, deny, with_patch
+from ..review import AdmissionRequest, allow, deny, with_patch
 from ..warning_texts import warning_texts
 from .context import Context, Decision, Outcome
-from .reading import check_shape, request_object, requested_kind
+from .filters import (
+    with_operation_filter,
+    with_requester_filter,
+    with_subresource_filter,
+    with_workload_filter,
+    without_requester,
+)
+from .scale_request import decode_scale, decode_update
 
 # The API server's limits (apiserver pkg/endpoints/filters/warning.go): 4096 characters of
 # warnings in a response; past that it cuts every warning to 256. Within both, none is cut.
@@ -24,51 +27,35 @@ MAX_WARNING_LENGTH = 256
 MAX_WARNINGS_TOTAL = 4096
 
 
+@with_workload_filter
+@with_operation_filter("UPDATE")
+@with_subresource_filter("", "scale")
+@without_requester(is_exempt, Outcome.EXEMPT_USER)  # never checked: not even read
 def review_scale(request: AdmissionRequest, ctx: Context) -> Decision:
     """Predict the victims of a scale-down and allow, warn or deny per the policy."""
-    kind = requested_kind(request)
-    sub = request.get("subResource") or ""
-    if kind is None or request.get("operation") != "UPDATE" or sub not in ("", "scale"):
-        return Decision(allow(request), Outcome.IGNORED)
-    username = (request.get("userInfo") or {}).get("username")
-    if is_exempt(ctx.policy, username):
-        return Decision(allow(request), Outcome.EXEMPT_USER)
-    new, old = request_object(request, "scale"), request.get("oldObject")
-    if isinstance(old, Mapping):
-        check_shape(old, "request.oldObject")
-    to_replicas = _replicas(new, "request.object")
-    namespace, name = request.get("namespace") or "", request.get("name") or ""
-    # The cache's copy is the API server's own; an UPDATE's oldObject stands in for a
-    # workload the cache has not seen yet.
-    workload = ctx.view.workload(kind, namespace, name)
-    if workload is None and sub == "" and isinstance(old, Mapping):
-        # The resource says what it is, whatever its (unchecked) kind field claims.
-        workload = {**old, "kind": kind}
-    from_replicas = (_replicas(old, "request.oldObject") if isinstance(old, Mapping)
-                     else replicas_of(workload) if workload else None)
-    if from_replicas is not None and to_replicas >= from_replicas:
-        return Decision(allow(request), Outcome.NOT_SCALE_DOWN)
-    unchecked = unchecked_answer(ctx.policy, username, kind, workload)
-    if unchecked is not None and unchecked.owner is not None:  # before the cache check
-        owner = unchecked.owner  # an owner's write is never denied
-        return Decision(allow(request, warnings=_warnings(owner_warnings(kind, workload, owner))),
+    scale = decode_scale(request)
+    answer = answer_scale(scale, ctx.view, ctx.policy, ctx.now_ns(),
+                          view_problem=ctx.view_problem)
+    outcome = answer.outcome
+    if outcome is ScaleOutcome.OWNER_DECIDED:  # an owner's write is never denied
+        owner, workload = answer.owner or {}, answer.workload or {}
+        return Decision(allow(request, warnings=_warnings(owner_warnings(scale.kind, workload,
+                                                                         owner))),
                         Outcome.OWNER_DECIDED,
-                        counted={"kind": kind, "owner_kind": str(owner.get("kind") or "")})
-    # An untrusted cache cannot even say whether the workload is governed.
-    problem = ctx.view_problem()
-    if problem:
-        return _untrusted(request, ctx, problem)
-    if workload is None:
-        return _untrusted(request, ctx, f"{kind} {namespace}/{name} is not in poolguard's cache")
-    # The same decision as `plan`: selectors, skip labels, prediction, verdict.
-    decision = decide_scale(ctx.view, policy_for(ctx.policy, username), workload, to_replicas,
-                            ctx.now_ns())
-    if decision.assessment is None:
-        return Decision(allow(request), Outcome.NOT_GOVERNED)
-    return _scale_response(request, ctx, decision.assessment)
+                        counted={"kind": scale.kind, "owner_kind": str(owner.get("kind") or "")})
+    if outcome is ScaleOutcome.UNTRUSTED:
+        return _untrusted(request, ctx, answer.problem or "")
+    if outcome is ScaleOutcome.JUDGED:
+        assert answer.assessment is not None  # asked to assess
+        return _scale_response(request, ctx, answer.assessment)
+    return Decision(allow(request), _SIMPLE[outcome])
 
 
-def review_scale_clamp(request: Mapping[str, Any], ctx: Context) -> Decision:
+@with_workload_filter
+@with_operation_filter("UPDATE")
+@with_subresource_filter("", "scale")
+@with_requester_filter(clamps)
+def review_scale_clamp(request: AdmissionRequest, ctx: Context) -> Decision:
     """Lower an autoscaler's unsafe scale-down to the smallest safe count (a JSONPatch).
 
     Only requests by `scaleDown.autoscalers.users` under enforcement `clamp` are changed;
@@ -76,34 +63,32 @@ def review_scale_clamp(request: Mapping[str, Any], ctx: Context) -> Decision:
     the clamped count. Anything this cannot decide (a stale cache, an unknown workload,
     a workload another controller sizes) passes unchanged too.
     """
-    kind = requested_kind(request)
-    sub = request.get("subResource") or ""
-    username = (request.get("userInfo") or {}).get("username")
-    if (kind is None or request.get("operation") != "UPDATE" or sub not in ("", "scale")
-            or not clamps(ctx.policy, username)):
-        return Decision(allow(request), Outcome.IGNORED)
-    new, old = request_object(request, "scale"), request.get("oldObject")
-    if not isinstance(old, Mapping):
+    scale = decode_update(request)
+    if scale is None:
         return Decision(allow(request), Outcome.IGNORED)  # an UPDATE always carries it
-    check_shape(old, "request.oldObject")
-    to_replicas, from_replicas = _replicas(new, "request.object"), _replicas(old,
-                                                                           "request.oldObject")
-    if to_replicas >= from_replicas:
-        return Decision(allow(request), Outcome.NOT_SCALE_DOWN)
-    namespace, name = request.get("namespace") or "", request.get("name") or ""
-    workload = ctx.view.workload(kind, namespace, name)
-    if workload is None and sub == "":
-        workload = {**old, "kind": kind}
-    if ctx.view_problem() or workload is None:
-        return Decision(allow(request), Outcome.UNCHECKED_ALLOWED)
-    unchecked = unchecked_answer(ctx.policy, username, kind, workload)
-    if unchecked is not None:  # as /validate-scale answers it (and counts it)
-        return Decision(allow(request), Outcome(unchecked.unchecked.value))
-    clamp = clamp_scale_down(ctx.view, ctx.policy, workload, to_replicas, from_replicas,
-                             ctx.now_ns())
-    if not clamp.clamped:
-        return Decision(allow(request), Outcome.NOT_GOVERNED if clamp.out_of_scope
-                        else Outcome.ALLOWED)
+    answer = answer_scale(scale, ctx.view, ctx.policy, ctx.now_ns(),
+                          view_problem=ctx.view_problem, clamp=True)
+    if answer.outcome is not ScaleOutcome.CLAMPED or answer.clamp is None:
+        return Decision(allow(request), _SIMPLE[answer.outcome])
+    return _clamped(request, scale, answer)
+
+
+# The outcome of an answer that allows the request as it is, without a word.
+_SIMPLE = {
+    ScaleOutcome.EXEMPT_USER: Outcome.EXEMPT_USER,
+    ScaleOutcome.NOT_SCALE_DOWN: Outcome.NOT_SCALE_DOWN,
+    ScaleOutcome.OWNER_DECIDED: Outcome.OWNER_DECIDED,
+    ScaleOutcome.UNTRUSTED: Outcome.UNCHECKED_ALLOWED,  # the clamp passes it to be judged
+    ScaleOutcome.NOT_GOVERNED: Outcome.NOT_GOVERNED,
+    ScaleOutcome.ALLOWED: Outcome.ALLOWED,
+}
+
+
+def _clamped(request: AdmissionRequest, scale: ScaleRequest, answer: ScaleAnswer) -> Decision:
+    """The patch that writes the clamped count, with its warning and audit."""
+    clamp = answer.clamp
+    assert clamp is not None and clamp.assessment is not None
+    new = request["object"]
     spec = new.get("spec")
     # autoscaling/v1 Scale omits replicas when it is 0: add it then (RFC 6902 add replaces)
     ops = ([{"op": "replace", "path": "/spec/replicas", "value": clamp.replicas}]
@@ -111,25 +96,13 @@ def review_scale_clamp(request: Mapping[str, Any], ctx: Context) -> Decision:
            [{"op": "add", "path": "/spec/replicas", "value": clamp.replicas}]
            if isinstance(spec, Mapping) else
            [{"op": "add", "path": "/spec", "value": {"replicas": clamp.replicas}}])
-    audit = {"clamped": f"{from_replicas}->{to_replicas} became {from_replicas}->"
-                        f"{clamp.replicas}",
+    current, requested = scale.from_replicas, scale.to_replicas
+    audit = {"clamped": f"{current}->{requested} became {current}->{clamp.replicas}",
              "rules": ",".join(v.rule for v in clamp.assessment.verdict.violations)}
-    counted = None if request.get("dryRun") else {"kind": kind, "namespace": namespace}
+    counted = None if request.get("dryRun") else {"kind": scale.kind,
+                                                   "namespace": scale.namespace}
     return Decision(with_patch(request, ops) | {"warnings": _warnings(
-        [f"poolguard: {clamp.reason()}"])}, Outcome.CLAMPED, audit=audit, counted=counted)
-
-
-def _replicas(obj: Any, where: str) -> int:
-    value = spec_of(obj).get("replicas") if isinstance(obj, Mapping) else None
-    if value is None:
-        # autoscaling/v1 Scale omits replicas when it is 0; workloads default it to 1
-        return 0 if isinstance(obj, Mapping) and obj.get("kind") == "Scale" else 1
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadReview(f"{where}.spec.replicas: must be a non-negative integer")
-    if value > INT32_MAX:  # the API server keeps an int32: not a review it would send
-        raise BadReview(f"{where}.spec.replicas: {value} is more than the int32 maximum "
-                        f"{INT32_MAX}")
-    return value
+        [f"poolguard: {answer.note}"])}, Outcome.CLAMPED, audit=audit, counted=counted)
 
 
 def _untrusted(request: AdmissionRequest, ctx: Context, problem: str) -> Decision:

@@ -1,7 +1,8 @@
 """The cost a governed pod should carry in its pool: the pool's flat cost, or its node rank.
 
-Shared by the binding webhook, the reconciler and `plan`, so that all of them put a pod
-at the same place: a pool that does not consolidate gives every pod its `deletionCost`;
+`pod_cost` is the one decision both pod webhooks and the reconciler ask; the binding
+webhook, the reconciler and `plan` share its parts, so that all of them put a pod at the
+same place: a pool that does not consolidate gives every pod its `deletionCost`;
 one with `consolidate: nodes` gives each pod the value inside its band that
 `node_rank.ranked_cost` reads from the pods on its node.
 """
@@ -11,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..objects.kube import name_of, namespace_of
+from ..cost.mutation import CostDecision, decide_cost, pinned_pool
+from ..objects.kube import annotations_of, name_of, namespace_of, spec_of
 from ..policy.policy import Policy
 from ..view.cluster import ClusterView
 from .node_occupancy import NodeLoad, gpus_offered, occupant_of, owner_of
@@ -82,3 +84,32 @@ def cost_at_binding(policy: Policy, pool: str | None, pod: Mapping[str, Any], no
     load = node_load(policy, node_name, node,
                      with_pod(view.pods_on_node(node_name), pod, node_name))
     return wanted_cost(policy, pool, pod, load)
+
+
+def pod_cost(pod: Mapping[str, Any], node: Mapping[str, Any] | None, view: ClusterView | None,
+             policy: Policy, at_binding: bool = False, *,
+             annotations: Mapping[str, str] | None = None) -> CostDecision | None:
+    """The deletion cost decision for a governed `pod` on `node`: what both pod webhooks
+    and the reconciler set.
+
+    `node`: the node the pod is on, or binds to `at_binding`; None for a node the view
+    does not know (the pool is unknown: a cost set by hand is kept, nothing else set), or
+    for a pod not scheduled yet, whose pool is the one it is pinned to (None returned
+    when it is pinned to none). `view`: where a consolidating pool's rank reads the pods
+    on the node (at binding, with the pod added); None leaves the pool's cost. The
+    decision is on the pod's `annotations`, unless others are given (a Binding's,
+    which overwrite the pod's).
+    """
+    annotations = annotations_of(pod) if annotations is None else annotations
+    if node is None:
+        if spec_of(pod).get("nodeName"):
+            return decide_cost(policy, annotations, None, pool_known=False)
+        pinned = pinned_pool(policy, pod)
+        return None if pinned is None else decide_cost(policy, annotations, pinned)
+    pool, node_name = policy.pool_of_node(node), name_of(node)
+    cost = None
+    if view is not None and at_binding:
+        cost = cost_at_binding(policy, pool, pod, node_name, node, view)
+    elif view is not None and needs_load(policy, pool):
+        cost = wanted_cost(policy, pool, pod, view_node_load(policy, view, node_name, node))
+    return decide_cost(policy, annotations, pool, cost=cost)

@@ -21,7 +21,7 @@ from ..leaderworkerset.fix import by_group
 from ..leaderworkerset.leader_statefulset import with_group_workers
 from ..leaderworkerset.prediction import predict_leader_worker_set
 from ..model.prediction import ScalePrediction
-from ..replicaset.fix import by_cost
+from ..replicaset.fix import EVERY_POD_GOES, SYNC_ORDER_DECIDES, by_cost
 from ..replicaset.prediction import predict_replicaset
 from ..statefulset.fix import by_ordinal
 from ..statefulset.prediction import predict_statefulset
@@ -46,6 +46,7 @@ ROLLOUTS_CONTROLLER = "system:serviceaccount:argo-rollouts:argo-rollouts"
 LWS_CONTROLLER = "system:serviceaccount:lws-system:lws-controller-manager"
 
 
+
 def predict_statefulset_with_groups(view: ClusterView, sts: Mapping[str, Any],
                                     to_replicas: int, now_ns: int | None = None,
                                     burst: int = 0) -> ScalePrediction:
@@ -56,16 +57,20 @@ def predict_statefulset_with_groups(view: ClusterView, sts: Mapping[str, Any],
                                                              burst))
 
 
+# The words of a kind whose pods are ranked as a ReplicaSet ranks them.
+RANKED_AS_REPLICASETS = {"every_pod_goes": EVERY_POD_GOES,
+                         "sync_order_decides": SYNC_ORDER_DECIDES}
+
 KINDS: tuple[WorkloadKind, ...] = (
     WorkloadKind(DEPLOYMENTS, ("deploy",),
                  predict_deployment,
                  by_cost("kubectl rollout status deployment/{name} -n {namespace}"),
                  template_validated=True,
                  controller_users=(DEPLOYMENT_CONTROLLER,), names_replicasets=True,
-                 sizes=("ReplicaSet",), sizing_modelled=True),
+                 sizes=("ReplicaSet",), sizing_modelled=True, **RANKED_AS_REPLICASETS),
     WorkloadKind(REPLICASETS, ("rs",), predict_replicaset, by_cost(), template_validated=True,
                  controller_users=(DEPLOYMENT_CONTROLLER, ROLLOUTS_CONTROLLER),
-                 names_replicasets=True),
+                 names_replicasets=True, **RANKED_AS_REPLICASETS),
     WorkloadKind(STATEFULSETS, ("sts",),
                  predict_statefulset_with_groups, by_ordinal, deletion_cost=False,
                  template_validated=True, controller_users=(LWS_CONTROLLER,),
@@ -80,11 +85,13 @@ KINDS: tuple[WorkloadKind, ...] = (
     WorkloadKind(ROLLOUTS, ("ro",), predict_rollout_scale,
                  by_cost("kubectl argo rollouts status {name} -n {namespace}"),
                  template_ref=referenced_template,
-                 controller_users=(ROLLOUTS_CONTROLLER,), sizes=("ReplicaSet",)),
+                 controller_users=(ROLLOUTS_CONTROLLER,), sizes=("ReplicaSet",),
+                 **RANKED_AS_REPLICASETS),
     # github.com/openkruise/kruise: deletes specified pods and old revisions first, then
     # by rules like a ReplicaSet's (the deletion cost counts).
     WorkloadKind(CLONESETS, ("clone",), predict_cloneset, by_specified_delete,
-                 pod_fields=CLONESET_POD_FIELDS, pod_conditions=CLONESET_POD_CONDITIONS),
+                 pod_fields=CLONESET_POD_FIELDS, pod_conditions=CLONESET_POD_CONDITIONS,
+                 **RANKED_AS_REPLICASETS),
 )
 
 WORKLOADS = tuple(kind.resource for kind in KINDS)

@@ -69,6 +69,12 @@ class WorkloadKind:
     pod_conditions: tuple[str, ...] = ()
     # Its victims are named with their ReplicaSet (the Deployment controller's kinds).
     names_replicasets: bool = False
+    # Why a victim goes when no pod of the set its controller deletes among survives (no
+    # survivor to compare it with), in words; and why a pod tied with no victim may go
+    # (the sets are synced in another order): the words of kinds ranked as a ReplicaSet
+    # ranks, empty for kinds whose predictor gives such pods their reasons itself.
+    every_pod_goes: str = ""
+    sync_order_decides: str = ""
 
     @property
     def kind(self) -> str:

@@ -16,6 +16,12 @@ from ..objects.podfacts import PHASE_ORDINAL
 
 _RUNNING = PHASE_ORDINAL["Running"]
 
+# What `plan` says of a victim with no survivor in its ReplicaSet to be compared with, and
+# of a pod that goes only if its Deployment's ReplicaSets are synced in another order.
+EVERY_POD_GOES = "every pod of its ReplicaSet goes"
+SYNC_ORDER_DECIDES = ("goes instead of a predicted victim if the ReplicaSets are synced in "
+                      "another order")
+
 
 def by_cost(rollout_status: str | None = None) -> Callable[[FixFacts], list[str]]:
     """The fix wording of a ReplicaSet-based kind; `rollout_status` is the command that

@@ -45,7 +45,14 @@ class Violation:
     @property
     def message(self) -> str:
         """The problem and its fix, as one sentence (a denial's message)."""
-        return f"{self.problem}; fix: {self.fix}" if self.fix else self.problem
+        return self.problem + fix_clause(self.fixes)
+
+
+def fix_clause(fixes: list[str]) -> str:
+    """What a violation's message adds to its problem: its fix's options as one clause
+    (empty without any)."""
+    fix = "; or ".join(fixes)
+    return f"; fix: {fix}" if fix else ""
 
 
 @dataclass
