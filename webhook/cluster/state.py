@@ -225,7 +225,7 @@ def load_state(path: str | Path) -> StateSnapshot:
 
 def print_state_notes(view: Snapshot) -> None:
     """The notes of a state file's reading, one `note:` line each on stderr."""
-    for note in getattr(view, "notes", ()):
+    for note in view.notes:
         print(f"note: {note}", file=sys.stderr)
 
 
