@@ -270,3 +270,20 @@ def test_html_page_draws_unscheduled_pods_apart_from_the_pools(tmp_path):
     shot = tmp_path / "plan.png"
     result = chromium(profile, f"--screenshot={shot}", "--window-size=1200,700", page.as_uri())
     assert result.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_violation_gives_its_problem_apart_from_its_fix(tmp_path):
+    """JSON `problem` is the message without its fix; the page shows the problem under the
+    rule and the fix's options once, in their own list."""
+    document = json.loads(example("--workload", "deploy/ml/llm-serve", "--replicas", "3",
+                                  "-o", "json").stdout)
+    violations = document["violations"]
+    assert violations and all(v["fixes"] for v in violations)
+    for violation in violations:
+        assert violation["message"].startswith(violation["problem"])
+        assert "fix:" in violation["message"] and "fix:" not in violation["problem"]
+    text = html_page(tmp_path, "deploy/ml/llm-serve", 3).read_text()
+    for violation in violations:
+        assert re.search(r'<p class="why">\[' + re.escape(violation["rule"]) + r"\] [^<]*</p>",
+                         text)
+    assert "; fix:" not in text

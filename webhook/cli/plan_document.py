@@ -194,8 +194,8 @@ def plan_document(view: ClusterView, policy: Policy, assessment: JudgedScale,
                     for b in prediction.blocked],
         "allowed": verdict.allowed,
         "enforcement": verdict.enforcement,
-        "violations": [{"rule": v.rule, "message": v.message, "fixes": v.fixes,
-                        "outcome": v.outcome, "worstCase": v.worst_case or None}
+        "violations": [{"rule": v.rule, "message": v.message, "problem": v.problem,
+                        "fixes": v.fixes, "outcome": v.outcome, "worstCase": v.worst_case or None}
                        for v in verdict.violations],
         "warnings": verdict.warnings,
         "safeReplicas": verdict.safe_replicas,

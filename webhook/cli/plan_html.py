@@ -15,7 +15,6 @@ from html import escape
 from typing import Any
 
 from ..core.kinds.registry import BY_KIND
-from ..core.scale.policy_verdict import fix_clause
 from .plan_document import not_checked, requester_judged
 from .plan_frees import frees_html
 
@@ -114,8 +113,8 @@ def _header(document: Mapping[str, Any], title: str) -> str:
                      f'{escape(how)}</p>')
     fixes: dict[str, None] = {}  # each option once, in order, whichever rules share it
     for violation in document["violations"]:
-        problem = violation["message"].removesuffix(fix_clause(violation["fixes"]))
-        lines.append(f'<p class="why">[{escape(violation["rule"])}] {escape(problem)}</p>')
+        lines.append(f'<p class="why">[{escape(violation["rule"])}] '
+                     f'{escape(violation["problem"])}</p>')
         fixes.update(dict.fromkeys(violation["fixes"]))
     if fixes:
         lines.append('<div class="fix" id="fix"><b>Fix, any of:</b><ul>'
