@@ -8,7 +8,8 @@ so no field the API server sent is ever dropped.
 
 - context.py     the Context a handler reads, its Decision and the Outcome it reports
 - reading.py     the request's resource and objects, checked for shape
-- filters.py     wrappers that pass what an endpoint does not judge (operation, subresource)
+- filters.py     wrappers that pass what an endpoint does not judge (resource, operation,
+                 subresource, requester)
 - scale_request.py  a scale request decoded once: the core's ScaleRequest
 - pods.py        pod creates and bindings: the deletion cost set at create or scheduling
 - scale.py       scale requests: judged (`/validate-scale`) or clamped (`/mutate-scale`)

@@ -44,6 +44,12 @@ def with_subresource_filter(*subresources: str) -> Callable[[Handler], Handler]:
     return _passing(lambda request, _: (request.get("subResource") or "") in subresources)
 
 
+def with_resource_filter(resource: str) -> Callable[[Handler], Handler]:
+    """Pass requests for any other resource (by its plural, e.g. `pods`)."""
+    return _passing(lambda request, _: (request.get("resource") or {}).get("resource")
+                    == resource)
+
+
 def with_workload_filter(handler: Handler) -> Handler:
     """Pass requests for a resource that is no registered workload kind."""
     return _passing(lambda request, _: requested_kind(request) is not None)(handler)

@@ -12,13 +12,15 @@ from ...core.objects.kube import annotations_of, labels_of, spec_of
 from ...core.objects.shape import check_placement_shape
 from ..review import AdmissionRequest, BadReview, allow, deny, with_patch
 from .context import Context, Decision, Outcome
-from .reading import cost_error, is_resource, request_object
+from .filters import with_operation_filter, with_resource_filter, with_subresource_filter
+from .reading import cost_error, request_object
 
 
+@with_resource_filter("pods")
+@with_subresource_filter("")
+@with_operation_filter("CREATE")
 def review_pod_create(request: AdmissionRequest, ctx: Context) -> Decision:
     """Validate an explicit cost; inject the pool's cost when the pool is already known."""
-    if not is_resource(request, "pods") or request.get("operation") != "CREATE":
-        return Decision(allow(request), Outcome.IGNORED)
     pod = request_object(request, "pod", check_placement_shape)  # the hot path reads only these
     try:
         check_deletion_cost(annotations_of(pod))
@@ -50,11 +52,12 @@ def _pod_name(pod: Mapping[str, Any], request: AdmissionRequest) -> str:
     return metadata.get("name") or request.get("name") or metadata.get("generateName") or ""
 
 
+@with_resource_filter("pods")
+@with_subresource_filter("binding")
+@with_operation_filter("CREATE")
 def review_binding(request: AdmissionRequest, ctx: Context) -> Decision:
     """Add the target node's pool cost (or, in a consolidating pool, the node's rank from
     the cached pods there) to the Binding; the API server copies it to the pod."""
-    if not is_resource(request, "pods", "binding") or request.get("operation") != "CREATE":
-        return Decision(allow(request), Outcome.IGNORED)
     binding = request_object(request, "binding", check_placement_shape)
     target = binding.get("target")
     if not isinstance(target, Mapping) or not isinstance(target.get("name"), str):

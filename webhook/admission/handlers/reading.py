@@ -34,11 +34,6 @@ def check_shape(obj: Mapping[str, Any], where: str,
             raise BadReview(f"{where}.metadata.{key}: must be a string")
 
 
-def is_resource(request: AdmissionRequest, resource: str, sub_resource: str = "") -> bool:
-    return ((request.get("resource") or {}).get("resource") == resource
-            and (request.get("subResource") or "") == sub_resource)
-
-
 def requested_kind(request: AdmissionRequest,
                    kinds: Mapping[tuple[str, str], str] = WORKLOAD_RESOURCES) -> str | None:
     """The workload kind the request's resource (API group and plural) names, or None."""

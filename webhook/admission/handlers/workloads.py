@@ -16,15 +16,17 @@ from ...core.objects.deletion_cost import (
 from ...core.objects.kube import spec_of
 from ..review import AdmissionRequest, BadReview, allow, deny
 from .context import Context, Decision, Outcome
+from .filters import with_operation_filter, with_subresource_filter
 from .reading import check_shape, cost_error, request_object, requested_kind
 
 
+@with_subresource_filter("")
+@with_operation_filter("CREATE", "UPDATE")
 def review_workload(request: AdmissionRequest, ctx: Context) -> Decision:
     """Deny a workload whose pod template carries a cost the API server would reject."""
     # The apps/v1 kinds only: the API server validates only its own kinds' pod templates.
     kind = requested_kind(request, APPS_WORKLOAD_RESOURCES)
-    if (kind is None or request.get("subResource")
-            or request.get("operation") not in ("CREATE", "UPDATE")):
+    if kind is None:
         return Decision(allow(request), Outcome.IGNORED)
     workload = request_object(request, "workload")
     annotations = _template_annotations(workload, "request.object")
