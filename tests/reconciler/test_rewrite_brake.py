@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from webhook.core.policy.pool_bands import SLOTS
 from webhook.reconciler.brake import rewrites
 from webhook.reconciler.decide import PATCH, PodNeed
 from webhook.reconciler.options import Options
+from webhook.reconciler.service import Service
 
 FLAT = Path(FLAT_POLICY_FILE).read_text()
 MISSPELT = FLAT.replace("name: inference", "name: inferense")
@@ -94,14 +96,23 @@ def test_rewrites_within_the_bound_are_not_held(api, tmp_path, capsys):
     assert costs(api)["llm-0"] == "0"
 
 
-def test_the_service_refuses_a_policy_change_that_empties_the_protected_pool(api, tmp_path):
+@contextmanager
+def service_under(api: FakeKubeAPI, tmp_path: Path, policy_text: str,
+                  ) -> Iterator[tuple[Path, PolicyHolder, Service]]:
+    """The reconciler service on a mounted policy file of `policy_text`, its Events posted
+    on the policy's ConfigMap: (the file, its holder, the service)."""
     policy = tmp_path / "policy.yaml"
-    policy.write_text(FLAT)
+    policy.write_text(policy_text)
     holder = PolicyHolder(str(policy))
     options = Options(**{**FAST.__dict__, "policy_configmap": CONFIGMAP})
-    before = costs(api)
     with run_service(client_for(str(api.write_kubeconfig(tmp_path / "kubeconfig")), "a"),
                      holder.policy, options, policy_file=holder) as service:
+        yield policy, holder, service
+
+
+def test_the_service_refuses_a_policy_change_that_empties_the_protected_pool(api, tmp_path):
+    before = costs(api)
+    with service_under(api, tmp_path, FLAT) as (policy, holder, service):
         wait_until(lambda: service.metrics.registry.get_sample_value(
             "poolguard_reconciler_resyncs_total"), message="first resync")
         policy.write_text(NO_SUCH_LABEL)
@@ -117,13 +128,8 @@ def test_the_service_refuses_a_policy_change_that_empties_the_protected_pool(api
 
 
 def test_the_service_started_under_a_mistaken_policy_holds_and_says_why(api, tmp_path):
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(MISSPELT)
-    holder = PolicyHolder(str(policy))
-    options = Options(**{**FAST.__dict__, "policy_configmap": CONFIGMAP})
     before = costs(api)
-    with run_service(client_for(str(api.write_kubeconfig(tmp_path / "kubeconfig")), "a"),
-                     holder.policy, options, policy_file=holder) as service:
+    with service_under(api, tmp_path, MISSPELT) as (policy, _, service):
         assert wait_until(lambda: service.metrics.registry.get_sample_value(
             "poolguard_reconciler_rewrites_held"), message="held") == 4.0
         events = wait_until(lambda: api.objects("Event"), message="the Event")
